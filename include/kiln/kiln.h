@@ -1,0 +1,168 @@
+/* kiln.h: the Kiln runtime C API.
+ *
+ * A program (`.kiln` file) holds constants (weights, stored once), state
+ * buffers (the KV cache) and several methods (e.g. `prefill`, `decode`).
+ * A session owns the state and an activation arena; any method of a session
+ * runs in any order, any number of times, and state persists until reset.
+ *
+ * Errors are values: every fallible function returns a kiln_status (KILN_OK
+ * is 0, errors are negative) and leaves a message for kiln_last_error() on
+ * the calling thread. Nothing in the library exits or aborts on bad input.
+ */
+#ifndef KILN_H
+#define KILN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_VERSION_MAJOR 0
+#define KILN_VERSION_MINOR 1
+#define KILN_VERSION_PATCH 0
+#define KILN_VERSION_STRING "0.1.0"
+/* Version of the program-file layout this library writes and reads. */
+#define KILN_FORMAT_VERSION 1
+/* Most dimensions a tensor may have. */
+#define KILN_MAX_DIMS 4
+
+typedef enum kiln_status {
+    KILN_OK = 0,
+    KILN_ERR_IO = -1,          /* a file could not be opened, read or written */
+    KILN_ERR_FORMAT = -2,      /* a file is damaged or not of the expected kind */
+    KILN_ERR_UNSUPPORTED = -3, /* valid, but not something Kiln implements */
+    KILN_ERR_INVALID_ARG = -4, /* an argument or input is out of range */
+    KILN_ERR_NOMEM = -5,       /* an allocation failed */
+    KILN_ERR_BACKEND = -6,     /* a backend failed to prepare or execute */
+    KILN_ERR_VERSION = -7,     /* a program written by another format version */
+    KILN_ERR_CANCELLED = -8,   /* a callback asked to stop */
+} kiln_status;
+
+/* Short constant text for a status ("format error"). Thread-safe. */
+const char *kiln_strerror(kiln_status status);
+
+/* The message of the last failed call on this thread: what went wrong and
+ * where (file, offset, tensor, node, rule). Valid until the next failing
+ * call on the same thread. Never NULL. Thread-safe (thread-local). */
+const char *kiln_last_error(void);
+
+/* Library version, "0.1.0". */
+const char *kiln_version(void);
+
+typedef enum kiln_dtype {
+    KILN_F32 = 0,
+    KILN_F16 = 1,
+    KILN_BF16 = 2,
+    KILN_I32 = 3,
+    KILN_Q8_0 = 8,
+    KILN_Q4_0 = 9,
+    KILN_Q4_1 = 10,
+    KILN_Q4_K = 11,
+    KILN_Q6_K = 12,
+} kiln_dtype;
+
+/* Name of a dtype ("f32", "q4_0"), or NULL for a value that is not one. */
+const char *kiln_dtype_name(kiln_dtype dtype);
+
+/* Shape and type of a method input or output. A dimension equal to the
+ * method's token count has dynamic = 1 in its bit of dynamic_mask, and
+ * shape[] holds its largest allowed value. */
+typedef struct kiln_tensor_info {
+    const char *name; /* borrowed from the program */
+    kiln_dtype dtype;
+    int ndim;
+    int64_t shape[KILN_MAX_DIMS];
+    uint32_t dynamic_mask;
+} kiln_tensor_info;
+
+typedef struct kiln_program kiln_program;
+typedef struct kiln_session kiln_session;
+
+/* ---- programs ----------------------------------------------------------- */
+
+/* Opens and validates a program: header, section table, every non-weight
+ * section's checksum and every method's graph. Constants are mapped, not
+ * copied. On success *out owns the program; close it with
+ * kiln_program_close. On failure *out is NULL and the status says why:
+ * KILN_ERR_IO, KILN_ERR_FORMAT (names the field), KILN_ERR_VERSION (names the
+ * version that wrote the file), KILN_ERR_UNSUPPORTED (a backend this build
+ * lacks). A program is immutable: all functions taking a const program are
+ * thread-safe. */
+kiln_status kiln_program_open(const char *path, kiln_program **out);
+
+/* Closes a program. Every session made from it must be destroyed first.
+ * NULL is a no-op. */
+void kiln_program_close(kiln_program *program);
+
+/* Recomputes the checksum of every section, weights included (what
+ * `kiln info --verify` does). KILN_ERR_FORMAT names the first bad section. */
+kiln_status kiln_program_verify(const kiln_program *program);
+
+int kiln_program_method_count(const kiln_program *program);
+
+/* Name of method `index` (borrowed, lives as long as the program), or NULL
+ * when the index is out of range. */
+const char *kiln_program_method_name(const kiln_program *program, int index);
+
+/* Finds a method by name; KILN_ERR_INVALID_ARG when there is none. */
+kiln_status kiln_program_find_method(const kiln_program *program, const char *name, int *index);
+
+int kiln_method_input_count(const kiln_program *program, int method);
+int kiln_method_output_count(const kiln_program *program, int method);
+/* Describes input or output `i` of a method; KILN_ERR_INVALID_ARG when an
+ * index is out of range. Strings are borrowed from the program. */
+kiln_status kiln_method_input_info(const kiln_program *program, int method, int i,
+                                   kiln_tensor_info *info);
+kiln_status kiln_method_output_info(const kiln_program *program, int method, int i,
+                                    kiln_tensor_info *info);
+
+/* Metadata stored by the compiler (e.g. "general.architecture",
+ * "llm.context_length"). The string getter returns a borrowed string or NULL
+ * when the key is missing or not a string; the integer getter returns
+ * KILN_ERR_INVALID_ARG when the key is missing or not an integer. */
+const char *kiln_program_meta_str(const kiln_program *program, const char *key);
+kiln_status kiln_program_meta_int(const kiln_program *program, const char *key, int64_t *value);
+
+/* ---- sessions ----------------------------------------------------------- */
+
+/* Creates a session: its state buffers (zeroed) and its activation arena,
+ * sized for the largest method. Allocation happens here, never in execute.
+ * Many sessions may share one program, also from different threads; one
+ * session must not be used by two threads at once. */
+kiln_status kiln_session_create(const kiln_program *program, kiln_session **out);
+
+/* Destroys a session; NULL is a no-op. */
+void kiln_session_destroy(kiln_session *session);
+
+/* Zeroes every state buffer, as at creation. */
+kiln_status kiln_session_reset(kiln_session *session);
+
+/* Copies `data` into input `input` of `method`. dtype and shape must match
+ * the declared input; a dynamic dimension may be 1..its declared maximum.
+ * The copy stays until this input is set again or the session is reset.
+ * KILN_ERR_INVALID_ARG names the input, the expected and the given
+ * dtype/shape. */
+kiln_status kiln_session_set_input(kiln_session *session, int method, int input, const void *data,
+                                   kiln_dtype dtype, int ndim, const int64_t *shape);
+
+/* Runs a method on the inputs last set. Allocates nothing. On failure the
+ * message names the method and the node. State changes made by nodes that
+ * ran before a failure are kept. */
+kiln_status kiln_session_execute(kiln_session *session, int method);
+
+/* Borrows output `output` of the last execute of `method`: a pointer into the
+ * session's arena, valid until the next execute of any method of this
+ * session, a reset, or destroy. shape receives the actual shape. */
+kiln_status kiln_session_get_output(kiln_session *session, int method, int output,
+                                    const void **data, kiln_dtype *dtype, int *ndim,
+                                    int64_t shape[KILN_MAX_DIMS]);
+
+/* The program a session was made from (borrowed). */
+const kiln_program *kiln_session_program(const kiln_session *session);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_H */

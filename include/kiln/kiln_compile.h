@@ -1,0 +1,47 @@
+/* kiln_compile.h: compile a checkpoint into a `.kiln` program.
+ *
+ * The compiler imports a checkpoint (now: llama2.c `.bin` with its
+ * `tokenizer.bin`), builds one graph per method (`prefill`, `decode`),
+ * verifies, partitions and plans them, and writes the program file, which it
+ * then reopens and verifies. Errors follow kiln.h: a status plus
+ * kiln_last_error().
+ */
+#ifndef KILN_COMPILE_H
+#define KILN_COMPILE_H
+
+#include "kiln.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Progress of a long step (converting weights). Return non-zero to cancel:
+ * the compiler then stops, removes its partial output and returns
+ * KILN_ERR_CANCELLED. */
+typedef int (*kiln_progress_fn)(void *user, const char *stage, uint64_t done, uint64_t total);
+
+typedef struct kiln_compile_options {
+    const char *input;     /* checkpoint path (required) */
+    const char *tokenizer; /* tokenizer path, or NULL when the checkpoint has one */
+    const char *output;    /* program path to write (required) */
+    int prefill;           /* most tokens per prefill call; 0 = 128 */
+    int max_seq;           /* context length; 0 = the model's, capped at 4096 */
+    /* Comma-separated backends in order of preference ("ref", or
+     * "test:refuse=rms_norm"); NULL = the best available. */
+    const char *backends;
+    kiln_progress_fn progress; /* may be NULL */
+    void *progress_user;
+} kiln_compile_options;
+
+/* Fills `options` with the defaults above. */
+void kiln_compile_options_init(kiln_compile_options *options);
+
+/* Compiles; the output is written to a temporary file beside it and renamed
+ * into place only once complete and verified, so a failure never leaves a
+ * partial program. Not thread-safe with respect to the same output path. */
+kiln_status kiln_compile(const kiln_compile_options *options);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_COMPILE_H */

@@ -1,0 +1,270 @@
+/* ref.c: the reference backend. Portable scalar C for every op, f32
+ * arithmetic, accumulation in plain order: the oracle every other backend is
+ * compared against, and the fallback. Each output row depends only on its own
+ * input row (and the cache), so results do not depend on how tokens were
+ * batched into calls. Built with -ffp-contract=off so no FMA changes
+ * rounding between machines. */
+#include <math.h>
+#include <string.h>
+
+#include "backends/backend.h"
+
+/* Expands one weight row of `n` elements to f32. Returns a pointer to the
+ * f32 row: the row itself for f32 weights, else `tmp`. */
+static const float *weight_row(const kiln_tensor *w, int64_t row, float *tmp) {
+    int64_t n = w->ne[1];
+    size_t rb = kiln_dtype_row_bytes(w->dtype, n);
+    const uint8_t *p = (const uint8_t *)w->data + (size_t)row * rb;
+    switch (w->dtype) {
+    case KILN_F32: return (const float *)p;
+    case KILN_F16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            tmp[i] = kiln_f16_to_f32(h);
+        }
+        return tmp;
+    case KILN_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            tmp[i] = kiln_bf16_to_f32(h);
+        }
+        return tmp;
+    default: return NULL;
+    }
+}
+
+static kiln_status unsupported_dtype(const kiln_tensor *w) {
+    return kiln_error(KILN_ERR_UNSUPPORTED, "ref cannot read weights of dtype %s",
+                      kiln_dtype_name(w->dtype));
+}
+
+static kiln_status k_get_rows(const kiln_tensor *const *in, kiln_tensor *out) {
+    const kiln_tensor *w = in[0];
+    const int32_t *ids = in[1]->data;
+    float *o = out->data;
+    int64_t V = w->ne[0], D = w->ne[1];
+    for (int64_t t = 0; t < out->ne[0]; t++) {
+        if (ids[t] < 0 || ids[t] >= V)
+            return kiln_error(KILN_ERR_INVALID_ARG, "token id %d at row %lld is outside the vocabulary 0..%lld",
+                              ids[t], (long long)t, (long long)(V - 1));
+        const float *r = weight_row(w, ids[t], o + t * D);
+        if (!r) return unsupported_dtype(w);
+        if (r != o + t * D) memcpy(o + t * D, r, (size_t)D * sizeof(float));
+    }
+    return KILN_OK;
+}
+
+static kiln_status k_rms_norm(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out) {
+    const float *x = in[0]->data, *w = in[1]->data;
+    float *o = out->data;
+    int64_t G = in[1]->ne[0], groups = in[0]->ne[0] * in[0]->ne[1] / G;
+    float eps = n->fattr[0];
+    for (int64_t g = 0; g < groups; g++) {
+        const float *xr = x + g * G;
+        float *orow = o + g * G;
+        float ss = 0.0f;
+        for (int64_t j = 0; j < G; j++) ss += xr[j] * xr[j];
+        ss /= (float)G;
+        ss += eps;
+        ss = 1.0f / sqrtf(ss);
+        for (int64_t j = 0; j < G; j++) orow[j] = w[j] * (ss * xr[j]);
+    }
+    return KILN_OK;
+}
+
+/* out[t, n] = sum_k x[t, k] * w[n, k], rows of x from row0 on. */
+static kiln_status matmul_rows(const float *x, int64_t rows, const kiln_tensor *w, float *o,
+                               float *tmp) {
+    int64_t N = w->ne[0], K = w->ne[1];
+    for (int64_t n = 0; n < N; n++) {
+        const float *wr = weight_row(w, n, tmp);
+        if (!wr) return unsupported_dtype(w);
+        for (int64_t t = 0; t < rows; t++) {
+            const float *xr = x + t * K;
+            float val = 0.0f;
+            for (int64_t k = 0; k < K; k++) val += wr[k] * xr[k];
+            o[t * N + n] = val;
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_status k_binary(int op, const kiln_tensor *const *in, kiln_tensor *out) {
+    const float *a = in[0]->data, *b = in[1]->data;
+    float *o = out->data;
+    int64_t T = in[0]->ne[0], N = in[0]->ne[1];
+    int bcast = in[1]->ndim == 1;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < N; i++) {
+            float y = b[bcast ? i : t * N + i];
+            o[t * N + i] = op == KILN_OP_ADD ? a[t * N + i] + y : a[t * N + i] * y;
+        }
+    return KILN_OK;
+}
+
+static float silu(float v) { return v * (1.0f / (1.0f + expf(-v))); }
+
+static void softmax_row(float *x, int64_t n) {
+    float max = x[0];
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > max) max = x[i];
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    for (int64_t i = 0; i < n; i++) x[i] /= sum;
+}
+
+static kiln_status check_pos(int32_t pos, int64_t T, int64_t S) {
+    if (pos < 0 || pos > S || T > S - pos)
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "position %d + %lld tokens does not fit the context of %lld", pos,
+                          (long long)T, (long long)S);
+    return KILN_OK;
+}
+
+static kiln_status k_rope(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out) {
+    const float *x = in[0]->data;
+    const float *ff = n->n_in > 2 ? in[2]->data : NULL;
+    float *o = out->data;
+    int32_t pos = *(const int32_t *)in[1]->data;
+    int64_t T = in[0]->ne[0], W = in[0]->ne[1];
+    int nh = n->iattr[KILN_ROPE_N_HEAD], hd = n->iattr[KILN_ROPE_HEAD_DIM];
+    int nrot = n->iattr[KILN_ROPE_N_ROT], neox = n->iattr[KILN_ROPE_MODE] == KILN_ROPE_NEOX;
+    float theta = n->fattr[0];
+    if (pos < 0 || pos > (1 << 30) - T)
+        return kiln_error(KILN_ERR_INVALID_ARG, "position %d is out of range", pos);
+    if (o != x) memcpy(o, x, (size_t)(T * W) * sizeof(float));
+    for (int64_t t = 0; t < T; t++) {
+        int32_t p = pos + (int32_t)t;
+        for (int j = 0; j < nrot / 2; j++) {
+            float freq = 1.0f / powf(theta, (float)(2 * j) / (float)nrot);
+            if (ff) freq /= ff[j];
+            float val = (float)p * freq;
+            float fcr = cosf(val), fci = sinf(val);
+            for (int h = 0; h < nh; h++) {
+                float *r = o + t * W + (int64_t)h * hd;
+                int i0 = neox ? j : 2 * j, i1 = neox ? j + nrot / 2 : 2 * j + 1;
+                float v0 = r[i0], v1 = r[i1];
+                r[i0] = v0 * fcr - v1 * fci;
+                r[i1] = v0 * fci + v1 * fcr;
+            }
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_status k_kv_store(const kiln_tensor *const *in, kiln_tensor *out) {
+    const kiln_tensor *c = in[0], *x = in[1];
+    int32_t pos = *(const int32_t *)in[2]->data;
+    kiln_status st = check_pos(pos, x->ne[0], c->ne[0]);
+    if (st) return st;
+    float *dst = (float *)c->data + (int64_t)pos * c->ne[1];
+    if (out->data != c->data) return kiln_error(KILN_ERR_BACKEND, "kv_store output must view its cache");
+    memcpy(dst, x->data, (size_t)(x->ne[0] * x->ne[1]) * sizeof(float));
+    return KILN_OK;
+}
+
+static kiln_status k_attention(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                               float *scores, uint64_t scratch_bytes) {
+    const float *q = in[0]->data, *kc = in[1]->data, *vc = in[2]->data;
+    float *o = out->data;
+    int32_t pos = *(const int32_t *)in[3]->data;
+    int64_t T = in[0]->ne[0], S = in[1]->ne[0];
+    int nh = n->iattr[KILN_ATTN_N_HEAD], nkv = n->iattr[KILN_ATTN_N_KV_HEAD];
+    int hd = n->iattr[KILN_ATTN_HEAD_DIM];
+    int64_t kvw = (int64_t)nkv * hd;
+    float div = n->fattr[0];
+    kiln_status st = check_pos(pos, T, S);
+    if (st) return st;
+    if (scratch_bytes < (uint64_t)S * sizeof(float))
+        return kiln_error(KILN_ERR_BACKEND, "attention scratch of %llu bytes is too small",
+                          (unsigned long long)scratch_bytes);
+    for (int64_t t = 0; t < T; t++) {
+        int64_t last = pos + t; /* attends to positions 0..last */
+        for (int h = 0; h < nh; h++) {
+            const float *qh = q + t * nh * hd + (int64_t)h * hd;
+            int64_t kvo = (int64_t)(h / (nh / nkv)) * hd;
+            for (int64_t s = 0; s <= last; s++) {
+                const float *kr = kc + s * kvw + kvo;
+                float score = 0.0f;
+                for (int i = 0; i < hd; i++) score += qh[i] * kr[i];
+                scores[s] = score / div;
+            }
+            softmax_row(scores, last + 1);
+            float *oh = o + t * nh * hd + (int64_t)h * hd;
+            memset(oh, 0, (size_t)hd * sizeof(float));
+            for (int64_t s = 0; s <= last; s++) {
+                const float *vr = vc + s * kvw + kvo;
+                float a = scores[s];
+                for (int i = 0; i < hd; i++) oh[i] += a * vr[i];
+            }
+        }
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln_ref_exec(void *ctx, const kiln_node *n, const kiln_tensor *const *in,
+                          kiln_tensor *out, void *scratch, uint64_t scratch_bytes) {
+    (void)ctx;
+    float *o = out->data;
+    int64_t elems = out->ne[0] * out->ne[1];
+    switch ((kiln_op)n->op) {
+    case KILN_OP_GET_ROWS: return k_get_rows(in, out);
+    case KILN_OP_RMS_NORM: return k_rms_norm(n, in, out);
+    case KILN_OP_MATMUL: return matmul_rows(in[0]->data, in[0]->ne[0], in[1], o, scratch);
+    case KILN_OP_ADD:
+    case KILN_OP_MUL: return k_binary(n->op, in, out);
+    case KILN_OP_SILU: {
+        const float *x = in[0]->data;
+        for (int64_t i = 0; i < elems; i++) o[i] = silu(x[i]);
+        return KILN_OK;
+    }
+    case KILN_OP_SWIGLU: {
+        const float *g = in[0]->data, *u = in[1]->data;
+        for (int64_t i = 0; i < elems; i++) {
+            float val = g[i];
+            val *= 1.0f / (1.0f + expf(-val));
+            o[i] = val * u[i];
+        }
+        return KILN_OK;
+    }
+    case KILN_OP_SOFTMAX: {
+        if (o != in[0]->data) memcpy(o, in[0]->data, (size_t)elems * sizeof(float));
+        for (int64_t t = 0; t < out->ne[0]; t++) softmax_row(o + t * out->ne[1], out->ne[1]);
+        return KILN_OK;
+    }
+    case KILN_OP_ROPE: return k_rope(n, in, out);
+    case KILN_OP_KV_STORE: return k_kv_store(in, out);
+    case KILN_OP_ATTENTION: return k_attention(n, in, out, scratch, scratch_bytes);
+    case KILN_OP_LOGITS: {
+        /* One row: the last token's. */
+        int64_t T = in[0]->ne[0], D = in[0]->ne[1];
+        const float *x = (const float *)in[0]->data + (out->ne[0] == 1 ? (T - 1) * D : 0);
+        return matmul_rows(x, out->ne[0], in[1], o, scratch);
+    }
+    case KILN_OP_COUNT: break;
+    }
+    return kiln_error(KILN_ERR_UNSUPPORTED, "ref has no kernel for op %d", n->op);
+}
+
+static int ref_supports(const kiln_module *m, const kiln_graph *g, const kiln_node *n) {
+    return n->op >= 0 && n->op < KILN_OP_COUNT;
+}
+
+static const char *ref_unit(const kiln_node *n, const kiln_tensor *const *in) {
+    return "scalar f32";
+}
+
+const kiln_backend kiln_backend_ref_impl = {
+    .name = "ref",
+    .configure = NULL,
+    .supports = ref_supports,
+    .open = NULL,
+    .close = NULL,
+    .exec = kiln_ref_exec,
+    .unit = ref_unit,
+};

@@ -1,0 +1,19 @@
+/* registry.c: the backends built into this library. */
+#include <string.h>
+
+#include "backends/backend.h"
+
+static const kiln_backend *const g_backends[] = {
+    &kiln_backend_ref_impl,
+    &kiln_backend_test_impl,
+};
+
+const kiln_backend *kiln_backend_find(const char *name) {
+    for (size_t i = 0; i < sizeof g_backends / sizeof *g_backends; i++)
+        if (strcmp(g_backends[i]->name, name) == 0) return g_backends[i];
+    return NULL;
+}
+
+const kiln_backend *kiln_backend_ref(void) { return &kiln_backend_ref_impl; }
+
+const char *kiln_backend_default(void) { return "ref"; }

@@ -1,0 +1,124 @@
+/* base.h: what every module of the library shares: error reporting, byte
+ * buffers with bounds-checked reads, checksums, files, half floats. Internal:
+ * never installed. */
+#ifndef KILN_BASE_H
+#define KILN_BASE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/kiln.h"
+
+#if defined(__GNUC__)
+#define KILN_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define KILN_PRINTF(a, b)
+#endif
+
+/* ---- errors: set the thread's message and return the status ------------- */
+kiln_status kiln_error(kiln_status status, const char *fmt, ...) KILN_PRINTF(2, 3);
+/* Prefixes the current message with more context ("compiling 'x': ..."). */
+kiln_status kiln_error_wrap(kiln_status status, const char *fmt, ...) KILN_PRINTF(2, 3);
+
+/* ---- allocation: one place to hook and to inject failures in tests ------- */
+void *kiln_malloc(size_t size);
+void *kiln_calloc(size_t n, size_t size);
+void *kiln_realloc(void *p, size_t size);
+void kiln_free(void *p);
+char *kiln_strdup(const char *s);
+char *kiln_strndup(const char *s, size_t n);
+/* 64-byte aligned, zeroed. */
+void *kiln_aligned_alloc(size_t size);
+void kiln_aligned_free(void *p);
+/* Tests only: fail the n-th allocation from now (0 = never). */
+void kiln_fail_alloc_after(long n);
+
+/* Overflow-checked size arithmetic: returns 0 on overflow. */
+int kiln_mul_ok(uint64_t a, uint64_t b, uint64_t *out);
+int kiln_add_ok(uint64_t a, uint64_t b, uint64_t *out);
+static inline uint64_t kiln_align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+/* ---- growable write buffer (little-endian) ------------------------------ */
+typedef struct kiln_wbuf {
+    uint8_t *data;
+    size_t len, cap;
+    int failed; /* an allocation failed; everything after is dropped */
+} kiln_wbuf;
+
+void kiln_wbuf_free(kiln_wbuf *b);
+void kiln_wbuf_bytes(kiln_wbuf *b, const void *p, size_t n);
+void kiln_wbuf_u8(kiln_wbuf *b, uint8_t v);
+void kiln_wbuf_u32(kiln_wbuf *b, uint32_t v);
+void kiln_wbuf_i32(kiln_wbuf *b, int32_t v);
+void kiln_wbuf_u64(kiln_wbuf *b, uint64_t v);
+void kiln_wbuf_f32(kiln_wbuf *b, float v);
+void kiln_wbuf_f64(kiln_wbuf *b, double v);
+void kiln_wbuf_str(kiln_wbuf *b, const char *s); /* u32 length + bytes */
+void kiln_wbuf_strn(kiln_wbuf *b, const char *s, size_t n);
+
+/* ---- bounds-checked reader ---------------------------------------------- */
+/* Every read checks the bytes left; the first failure records a message
+ * naming `what` (the file or section), the field and the offset, and makes
+ * every later read fail too, so a parser can read a whole record and check
+ * once. */
+typedef struct kiln_rbuf {
+    const uint8_t *data;
+    size_t len, pos;
+    uint64_t base;    /* offset of data[0] in the file, for messages */
+    const char *what; /* "section 'methods' of model.kiln" */
+    int failed; /* 0, or the kiln_status of the first failure */
+} kiln_rbuf;
+
+void kiln_rbuf_init(kiln_rbuf *r, const void *data, size_t len, uint64_t base, const char *what);
+uint8_t kiln_rbuf_u8(kiln_rbuf *r, const char *field);
+uint32_t kiln_rbuf_u32(kiln_rbuf *r, const char *field);
+int32_t kiln_rbuf_i32(kiln_rbuf *r, const char *field);
+uint64_t kiln_rbuf_u64(kiln_rbuf *r, const char *field);
+float kiln_rbuf_f32(kiln_rbuf *r, const char *field);
+double kiln_rbuf_f64(kiln_rbuf *r, const char *field);
+/* A u32 length then that many bytes, at most max_len; returns a borrowed
+ * pointer (not NUL-terminated) or NULL. */
+const char *kiln_rbuf_str(kiln_rbuf *r, const char *field, uint32_t max_len, uint32_t *len);
+/* Same, returned as a new NUL-terminated string (caller frees); NULL on
+ * failure. Embedded NUL bytes are refused. */
+char *kiln_rbuf_strdup(kiln_rbuf *r, const char *field, uint32_t max_len);
+const void *kiln_rbuf_bytes(kiln_rbuf *r, const char *field, size_t n);
+/* A count that will be followed by at least `min_item_bytes` per item:
+ * refused when the bytes left cannot hold that many, so an absurd count
+ * never drives an allocation. */
+uint32_t kiln_rbuf_count(kiln_rbuf *r, const char *field, uint32_t min_item_bytes);
+/* Records a rule violation at the current offset (sets failed). */
+void kiln_rbuf_fail(kiln_rbuf *r, const char *fmt, ...) KILN_PRINTF(2, 3);
+/* KILN_OK, or the status of the first failure (message already set). */
+kiln_status kiln_rbuf_status(const kiln_rbuf *r);
+
+/* ---- checksums ---------------------------------------------------------- */
+uint32_t kiln_crc32c(uint32_t crc, const void *data, size_t len);
+
+/* ---- files -------------------------------------------------------------- */
+typedef struct kiln_file_map {
+    const uint8_t *data;
+    size_t size;
+    int mapped; /* 1: munmap on close; 0: malloc'd copy (or empty) */
+} kiln_file_map;
+
+/* Maps a whole file read-only (KILN_ERR_IO names the path and the reason). */
+kiln_status kiln_file_map_open(const char *path, kiln_file_map *map);
+void kiln_file_map_close(kiln_file_map *map);
+/* The last path component, for messages. */
+const char *kiln_basename(const char *path);
+
+/* ---- half-precision conversions ----------------------------------------- */
+float kiln_f16_to_f32(uint16_t h);
+uint16_t kiln_f32_to_f16(float f);
+float kiln_bf16_to_f32(uint16_t h);
+uint16_t kiln_f32_to_bf16(float f);
+
+/* ---- misc --------------------------------------------------------------- */
+double kiln_now_ms(void);
+size_t kiln_dtype_row_bytes(kiln_dtype dtype, int64_t n); /* 0 when n is not a whole block */
+int kiln_dtype_block(kiln_dtype dtype);                  /* elements per block (1 for plain) */
+int kiln_dtype_valid(uint32_t v);
+
+#endif /* KILN_BASE_H */

@@ -1,0 +1,235 @@
+/* ops.c: the op table: for each op its arity, its shape rule (the checks a
+ * verifier and the runtime apply to its inputs), its scratch and its cost. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/ops.h"
+
+#define FAIL(...)                                                                                \
+    do {                                                                                         \
+        snprintf(err, cap, __VA_ARGS__);                                                         \
+        return -1;                                                                               \
+    } while (0)
+
+static int is_weight_dtype(kiln_dtype t) { return t != KILN_I32 && kiln_dtype_name(t) != NULL; }
+
+static void set_out(kiln_tensor *out, kiln_dtype t, int ndim, int64_t a, int64_t b) {
+    out->dtype = t;
+    out->ndim = ndim;
+    memset(out->ne, 0, sizeof out->ne);
+    out->ne[0] = a;
+    out->ne[1] = b;
+}
+
+/* x must be a 2-D f32 activation [T, D]. */
+static int check_act(const kiln_tensor *x, const char *what, char *err, size_t cap) {
+    if (x->dtype != KILN_F32) FAIL("%s must be f32, got %s", what, kiln_dtype_name(x->dtype));
+    if (x->ndim != 2) FAIL("%s must have 2 dims [tokens, width], got %d", what, x->ndim);
+    return 0;
+}
+
+static int check_pos(const kiln_tensor *p, char *err, size_t cap) {
+    if (p->dtype != KILN_I32 || p->ndim != 1 || p->ne[0] != 1)
+        FAIL("position must be i32 [1], got %s with %d dims", kiln_dtype_name(p->dtype), p->ndim);
+    return 0;
+}
+
+static int shape_get_rows(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                          char *err, size_t cap) {
+    const kiln_tensor *w = in[0], *ids = in[1];
+    if (w->ndim != 2 || !is_weight_dtype(w->dtype)) FAIL("table must be a 2-D weight [rows, width]");
+    if (ids->dtype != KILN_I32 || ids->ndim != 1) FAIL("ids must be i32 [tokens]");
+    set_out(out, KILN_F32, 2, ids->ne[0], w->ne[1]);
+    return 0;
+}
+
+static int shape_rms_norm(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                          char *err, size_t cap) {
+    if (check_act(in[0], "x", err, cap)) return -1;
+    const kiln_tensor *w = in[1];
+    if (w->dtype != KILN_F32 || w->ndim != 1) FAIL("norm weight must be f32 [width]");
+    if (w->ne[0] <= 0 || in[0]->ne[1] % w->ne[0])
+        FAIL("norm weight length %lld does not divide the row width %lld", (long long)w->ne[0],
+             (long long)in[0]->ne[1]);
+    *out = *in[0];
+    return 0;
+}
+
+static int shape_matmul(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                        char *err, size_t cap) {
+    if (check_act(in[0], "x", err, cap)) return -1;
+    const kiln_tensor *w = in[1];
+    if (w->ndim != 2 || !is_weight_dtype(w->dtype)) FAIL("weight must be a 2-D [out, in] weight");
+    if (w->ne[1] != in[0]->ne[1])
+        FAIL("weight has %lld inputs per row but x has width %lld", (long long)w->ne[1],
+             (long long)in[0]->ne[1]);
+    set_out(out, KILN_F32, 2, in[0]->ne[0], w->ne[0]);
+    return 0;
+}
+
+static int shape_binary(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                        char *err, size_t cap) {
+    if (check_act(in[0], "a", err, cap)) return -1;
+    const kiln_tensor *b = in[1];
+    if (b->dtype != KILN_F32) FAIL("b must be f32");
+    if (b->ndim == 1) {
+        if (b->ne[0] != in[0]->ne[1]) FAIL("b [%lld] does not match the row width %lld",
+                                           (long long)b->ne[0], (long long)in[0]->ne[1]);
+    } else if (b->ndim != 2 || b->ne[0] != in[0]->ne[0] || b->ne[1] != in[0]->ne[1]) {
+        FAIL("b must be [width] or the shape of a");
+    }
+    *out = *in[0];
+    return 0;
+}
+
+static int shape_unary(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                       char *err, size_t cap) {
+    if (check_act(in[0], "x", err, cap)) return -1;
+    *out = *in[0];
+    return 0;
+}
+
+static int shape_swiglu(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                        char *err, size_t cap) {
+    if (check_act(in[0], "gate", err, cap) || check_act(in[1], "up", err, cap)) return -1;
+    if (in[0]->ne[0] != in[1]->ne[0] || in[0]->ne[1] != in[1]->ne[1])
+        FAIL("gate and up differ in shape");
+    *out = *in[0];
+    return 0;
+}
+
+static int shape_rope(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                      char *err, size_t cap) {
+    if (check_act(in[0], "x", err, cap) || check_pos(in[1], err, cap)) return -1;
+    int64_t nh = n->iattr[KILN_ROPE_N_HEAD], hd = n->iattr[KILN_ROPE_HEAD_DIM];
+    int64_t nrot = n->iattr[KILN_ROPE_N_ROT], mode = n->iattr[KILN_ROPE_MODE];
+    if (nh <= 0 || hd <= 0 || nh * hd != in[0]->ne[1])
+        FAIL("n_head %lld x head_dim %lld does not equal the width %lld", (long long)nh,
+             (long long)hd, (long long)in[0]->ne[1]);
+    if (nrot <= 0 || nrot > hd || nrot % 2) FAIL("n_rot %lld must be even and in 2..head_dim", (long long)nrot);
+    if (mode != KILN_ROPE_ADJACENT && mode != KILN_ROPE_NEOX) FAIL("unknown rope mode %lld", (long long)mode);
+    if (!(n->fattr[0] > 0)) FAIL("rope theta must be positive");
+    if (n->n_in == 3) {
+        const kiln_tensor *f = in[2];
+        if (f->dtype != KILN_F32 || f->ndim != 1 || f->ne[0] != nrot / 2)
+            FAIL("freq factors must be f32 [n_rot/2 = %lld]", (long long)(nrot / 2));
+    }
+    *out = *in[0];
+    return 0;
+}
+
+static int shape_kv_store(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                          char *err, size_t cap) {
+    const kiln_tensor *c = in[0];
+    if (c->dtype != KILN_F32 || c->ndim != 2) FAIL("cache must be f32 [positions, width]");
+    if (check_act(in[1], "x", err, cap) || check_pos(in[2], err, cap)) return -1;
+    if (in[1]->ne[1] != c->ne[1])
+        FAIL("x width %lld differs from the cache width %lld", (long long)in[1]->ne[1],
+             (long long)c->ne[1]);
+    if (in[1]->ne[0] > c->ne[0]) FAIL("more tokens than cache positions");
+    *out = *c;
+    return 0;
+}
+
+static int shape_attention(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                           char *err, size_t cap) {
+    if (check_act(in[0], "q", err, cap) || check_pos(in[3], err, cap)) return -1;
+    int64_t nh = n->iattr[KILN_ATTN_N_HEAD], nkv = n->iattr[KILN_ATTN_N_KV_HEAD];
+    int64_t hd = n->iattr[KILN_ATTN_HEAD_DIM];
+    if (nh <= 0 || nkv <= 0 || hd <= 0 || nh % nkv) FAIL("n_head must be a multiple of n_kv_head");
+    if (in[0]->ne[1] != nh * hd) FAIL("q width %lld is not n_head x head_dim", (long long)in[0]->ne[1]);
+    for (int i = 1; i <= 2; i++) {
+        const kiln_tensor *c = in[i];
+        if (c->dtype != KILN_F32 || c->ndim != 2 || c->ne[1] != nkv * hd)
+            FAIL("%s cache must be f32 [positions, n_kv_head x head_dim = %lld]",
+                 i == 1 ? "k" : "v", (long long)(nkv * hd));
+    }
+    if (in[1]->ne[0] != in[2]->ne[0]) FAIL("k and v caches differ in length");
+    *out = *in[0];
+    return 0;
+}
+
+static int shape_logits(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                        char *err, size_t cap) {
+    if (check_act(in[0], "x", err, cap)) return -1;
+    const kiln_tensor *w = in[1], *all = n->n_in > 2 ? in[2] : NULL;
+    if (w->ndim != 2 || !is_weight_dtype(w->dtype) || w->ne[1] != in[0]->ne[1])
+        FAIL("output weight must be [vocab, width %lld]", (long long)in[0]->ne[1]);
+    if (all && (all->dtype != KILN_I32 || all->ndim != 1 || all->ne[0] != 1))
+        FAIL("flag must be i32 [1]");
+    int64_t rows = in[0]->ne[0];
+    if (all && all->data && *(const int32_t *)all->data == 0) rows = 1;
+    set_out(out, KILN_F32, 2, rows, w->ne[0]);
+    return 0;
+}
+
+static uint64_t scratch_attention(const kiln_node *n, const kiln_tensor *const *in) {
+    return (uint64_t)in[1]->ne[0] * sizeof(float); /* one row of scores at a time */
+}
+
+/* Non-f32 weights are expanded one row at a time into scratch. */
+static uint64_t scratch_weight_row(const kiln_node *n, const kiln_tensor *const *in) {
+    return in[1]->dtype == KILN_F32 ? 0 : (uint64_t)in[1]->ne[1] * sizeof(float);
+}
+
+static double flops_matmul(const kiln_node *n, const kiln_tensor *const *in, const kiln_tensor *o) {
+    return 2.0 * (double)o->ne[0] * (double)o->ne[1] * (double)in[0]->ne[1];
+}
+static double flops_elems(const kiln_node *n, const kiln_tensor *const *in, const kiln_tensor *o) {
+    return (double)o->ne[0] * (double)o->ne[1];
+}
+static double flops_norm(const kiln_node *n, const kiln_tensor *const *in, const kiln_tensor *o) {
+    return 3.0 * (double)o->ne[0] * (double)o->ne[1];
+}
+static double flops_attention(const kiln_node *n, const kiln_tensor *const *in,
+                              const kiln_tensor *o) {
+    /* Causal: row t sees pos + t + 1 keys; pos is unknown here, so count the
+     * keys of the rows themselves (a lower bound refined by the profiler). */
+    double t = (double)o->ne[0], hd = n->iattr[KILN_ATTN_HEAD_DIM], nh = n->iattr[KILN_ATTN_N_HEAD];
+    double keys = in[3]->data ? *(const int32_t *)in[3]->data * t + t * (t + 1) / 2 : t * (t + 1) / 2;
+    return 4.0 * nh * hd * keys;
+}
+
+static const kiln_op_info g_ops[KILN_OP_COUNT] = {
+    [KILN_OP_GET_ROWS] = {"get_rows", 2, 2, shape_get_rows, NULL, NULL},
+    [KILN_OP_RMS_NORM] = {"rms_norm", 2, 2, shape_rms_norm, NULL, flops_norm},
+    [KILN_OP_MATMUL] = {"matmul", 2, 2, shape_matmul, scratch_weight_row, flops_matmul},
+    [KILN_OP_ADD] = {"add", 2, 2, shape_binary, NULL, flops_elems},
+    [KILN_OP_MUL] = {"mul", 2, 2, shape_binary, NULL, flops_elems},
+    [KILN_OP_SILU] = {"silu", 1, 1, shape_unary, NULL, flops_norm},
+    [KILN_OP_SWIGLU] = {"swiglu", 2, 2, shape_swiglu, NULL, flops_norm},
+    [KILN_OP_SOFTMAX] = {"softmax", 1, 1, shape_unary, NULL, flops_norm},
+    [KILN_OP_ROPE] = {"rope", 2, 3, shape_rope, NULL, flops_norm},
+    [KILN_OP_KV_STORE] = {"kv_store", 3, 3, shape_kv_store, NULL, NULL},
+    [KILN_OP_ATTENTION] = {"attention", 4, 4, shape_attention, scratch_attention, flops_attention},
+    [KILN_OP_LOGITS] = {"logits", 2, 3, shape_logits, scratch_weight_row, flops_matmul},
+};
+
+const kiln_op_info *kiln_op_get(int op) {
+    return op >= 0 && op < KILN_OP_COUNT ? &g_ops[op] : NULL;
+}
+
+const char *kiln_op_name(int op) { return op >= 0 && op < KILN_OP_COUNT ? g_ops[op].name : "?"; }
+
+int kiln_op_from_name(const char *name) {
+    for (int i = 0; i < KILN_OP_COUNT; i++)
+        if (strcmp(g_ops[i].name, name) == 0) return i;
+    return -1;
+}
+
+uint64_t kiln_tensor_bytes(const kiln_tensor *t) {
+    return kiln_shape_bytes(t->dtype, t->ndim, t->ne);
+}
+
+double kiln_op_bytes(const kiln_node *n, const kiln_tensor *const *in, const kiln_tensor *out) {
+    double b = (double)kiln_tensor_bytes(out);
+    for (int i = 0; i < n->n_in; i++) {
+        if (n->op == KILN_OP_GET_ROWS && i == 0) { /* reads only the rows it gathers */
+            b += (double)kiln_dtype_row_bytes(in[0]->dtype, in[0]->ne[1]) * (double)in[1]->ne[0];
+            continue;
+        }
+        if (n->op == KILN_OP_KV_STORE && i == 0) continue; /* writes T rows, counted in x */
+        b += (double)kiln_tensor_bytes(in[i]);
+    }
+    return b;
+}

@@ -1,0 +1,61 @@
+/* ops.h: the op table. One row per op: name, arity, shape rule, scratch
+ * rule, and cost rule (FLOPs and bytes moved), used alike by the compiler,
+ * the verifier, the runtime and the profiler. */
+#ifndef KILN_OPS_H
+#define KILN_OPS_H
+
+#include "ir/graph.h"
+
+typedef enum kiln_op {
+    KILN_OP_GET_ROWS = 0,  /* (table [V,D], ids i32 [T]) -> [T,D]: embedding lookup */
+    KILN_OP_RMS_NORM = 1,  /* (x [T,D], w [G]) -> [T,D]; G divides D: per-group (per-head) norm */
+    KILN_OP_MATMUL = 2,    /* (x [T,K], w [N,K]) -> [T,N] */
+    KILN_OP_ADD = 3,       /* (a [T,N], b [T,N] or [N]) -> [T,N] */
+    KILN_OP_MUL = 4,       /* (a [T,N], b [T,N] or [N]) -> [T,N] */
+    KILN_OP_SILU = 5,      /* (x) -> x * sigmoid(x) */
+    KILN_OP_SWIGLU = 6,    /* (gate [T,N], up [T,N]) -> silu(gate) * up */
+    KILN_OP_SOFTMAX = 7,   /* (x [T,N]) -> softmax of each row */
+    KILN_OP_ROPE = 8,      /* (x [T,H*hd], pos i32 [1] [, freq_factors [n_rot/2]]) -> rotated */
+    KILN_OP_KV_STORE = 9,  /* (cache [S,W] state, x [T,W], pos [1]) -> view of cache, rows pos.. written */
+    KILN_OP_ATTENTION = 10,/* (q [T,H*hd], k cache [S,KV*hd], v cache, pos [1]) -> [T,H*hd], causal, GQA */
+    KILN_OP_LOGITS = 11,   /* (x [T,D], w [V,D] [, all i32 [1]]) -> [all ? T : 1, V]; no flag: T rows */
+    KILN_OP_COUNT
+} kiln_op;
+
+/* Attribute slots. */
+enum {
+    KILN_ROPE_N_HEAD = 0, KILN_ROPE_HEAD_DIM = 1, KILN_ROPE_MODE = 2, KILN_ROPE_N_ROT = 3,
+    KILN_ATTN_N_HEAD = 0, KILN_ATTN_N_KV_HEAD = 1, KILN_ATTN_HEAD_DIM = 2,
+};
+enum { KILN_ROPE_ADJACENT = 0, KILN_ROPE_NEOX = 1 }; /* pairs (2i, 2i+1) | (i, i + n_rot/2) */
+
+/* A tensor as kernels see it: a view, no ownership. */
+typedef struct kiln_tensor {
+    kiln_dtype dtype;
+    int ndim;
+    int64_t ne[KILN_MAX_DIMS];
+    void *data; /* NULL at compile time */
+} kiln_tensor;
+
+typedef struct kiln_op_info {
+    const char *name;
+    int min_in, max_in;
+    /* Output dtype and shape from the inputs. With in[i]->data NULL (compile
+     * time) a data-dependent size takes its upper bound. Returns 0, or -1
+     * with a message in err naming the rule. */
+    int (*shape)(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out, char *err,
+                 size_t cap);
+    /* Scratch bytes the kernel needs (may be NULL = none). */
+    uint64_t (*scratch)(const kiln_node *n, const kiln_tensor *const *in);
+    /* FLOPs for the actual shapes. Bytes moved = inputs + output (computed
+     * by kiln_op_bytes), except where an op reads less than its inputs. */
+    double (*flops)(const kiln_node *n, const kiln_tensor *const *in, const kiln_tensor *out);
+} kiln_op_info;
+
+const kiln_op_info *kiln_op_get(int op); /* NULL when out of range */
+const char *kiln_op_name(int op);        /* "?" when out of range */
+int kiln_op_from_name(const char *name); /* -1 when unknown */
+double kiln_op_bytes(const kiln_node *n, const kiln_tensor *const *in, const kiln_tensor *out);
+uint64_t kiln_tensor_bytes(const kiln_tensor *t);
+
+#endif /* KILN_OPS_H */

@@ -1,0 +1,221 @@
+/* verify.c: the verifier, run on every module before it is written and again
+ * when a program is opened. It trusts nothing: each rule broken is an error
+ * naming the method, the node or value, and the rule. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/ops.h"
+#include "ir/plan.h"
+
+#define VFAIL(...) return kiln_error(KILN_ERR_FORMAT, __VA_ARGS__)
+
+static int same_shape(int nd_a, const int64_t *a, int nd_b, const int64_t *b) {
+    if (nd_a != nd_b) return 0;
+    for (int i = 0; i < nd_a; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+static kiln_status verify_value(const kiln_module *m, const kiln_graph *g, int i) {
+    const kiln_value *v = &g->values[i];
+    char s1[96], s2[96];
+    if (!v->name || !v->name[0]) VFAIL("method '%s': value %d has no name", g->name, i);
+    if (!kiln_dtype_name(v->dtype))
+        VFAIL("method '%s': value '%s' has unknown dtype %d", g->name, v->name, (int)v->dtype);
+    if (v->ndim < 1 || v->ndim > KILN_MAX_DIMS)
+        VFAIL("method '%s': value '%s' has %d dims (1..%d)", g->name, v->name, v->ndim, KILN_MAX_DIMS);
+    for (int d = 0; d < v->ndim; d++)
+        if (v->ne[d] <= 0 || v->ne[d] > ((int64_t)1 << 40))
+            VFAIL("method '%s': value '%s' has dim %d = %lld", g->name, v->name, d, (long long)v->ne[d]);
+    if (!kiln_shape_bytes(v->dtype, v->ndim, v->ne))
+        VFAIL("method '%s': value '%s' of shape %s is not whole %s blocks", g->name, v->name,
+              kiln_shape_str(v->ndim, v->ne, s1, sizeof s1), kiln_dtype_name(v->dtype));
+    if (v->dyn_mask && (v->kind != KILN_VAL_INPUT || (v->dyn_mask >> v->ndim)))
+        VFAIL("method '%s': value '%s' has a dynamic-dim mask but is not an input with those dims", g->name, v->name);
+    for (int d = 0; d < v->ndim; d++)
+        if ((v->dyn_mask >> d & 1) && v->ne[d] != g->max_tokens)
+            VFAIL("method '%s': input '%s' dim %d is dynamic with maximum %lld, not the method's %d tokens",
+                  g->name, v->name, d, (long long)v->ne[d], g->max_tokens);
+    switch (v->kind) {
+    case KILN_VAL_CONST: {
+        if (v->ref < 0 || v->ref >= m->n_consts)
+            VFAIL("method '%s': value '%s' refers to constant %d of %d", g->name, v->name, v->ref, m->n_consts);
+        const kiln_const *c = &m->consts[v->ref];
+        if (c->dtype != v->dtype || !same_shape(c->ndim, c->ne, v->ndim, v->ne))
+            VFAIL("method '%s': value '%s' is %s %s but constant '%s' is %s %s", g->name, v->name,
+                  kiln_dtype_name(v->dtype), kiln_shape_str(v->ndim, v->ne, s1, sizeof s1), c->name,
+                  kiln_dtype_name(c->dtype), kiln_shape_str(c->ndim, c->ne, s2, sizeof s2));
+        break;
+    }
+    case KILN_VAL_STATE:
+    case KILN_VAL_VIEW: {
+        if (v->ref < 0 || v->ref >= m->n_states)
+            VFAIL("method '%s': value '%s' refers to state %d of %d", g->name, v->name, v->ref, m->n_states);
+        const kiln_state *s = &m->states[v->ref];
+        if (s->dtype != v->dtype || !same_shape(s->ndim, s->ne, v->ndim, v->ne))
+            VFAIL("method '%s': value '%s' does not match state '%s' in dtype or shape", g->name,
+                  v->name, s->name);
+        break;
+    }
+    case KILN_VAL_INPUT:
+    case KILN_VAL_ACT:
+        break;
+    default:
+        VFAIL("method '%s': value '%s' has unknown kind %d", g->name, v->name, (int)v->kind);
+    }
+    return KILN_OK;
+}
+
+static kiln_status verify_graph(const kiln_module *m, const kiln_graph *g, int with_plan,
+                                int *producer) {
+    char s1[96], s2[96];
+    if (!g->name || !g->name[0]) VFAIL("a method has no name");
+    if (g->max_tokens < 1 || g->max_tokens > (1 << 20))
+        VFAIL("method '%s': max tokens %d out of range", g->name, g->max_tokens);
+    for (int i = 0; i < g->n_values; i++) {
+        kiln_status st = verify_value(m, g, i);
+        if (st) return st;
+        producer[i] = -1;
+    }
+    for (int i = 0; i < g->n_inputs; i++) {
+        int v = g->inputs[i];
+        if (v < 0 || v >= g->n_values || g->values[v].kind != KILN_VAL_INPUT)
+            VFAIL("method '%s': input %d is not an input value", g->name, i);
+        if (producer[v] == -2) VFAIL("method '%s': input '%s' listed twice", g->name, g->values[v].name);
+        producer[v] = -2; /* -2: declared input */
+    }
+    for (int i = 0; i < g->n_values; i++)
+        if (g->values[i].kind == KILN_VAL_INPUT && producer[i] != -2)
+            VFAIL("method '%s': tensor '%s' is used as a graph input but not declared as one",
+                  g->name, g->values[i].name);
+    for (int n = 0; n < g->n_nodes; n++) {
+        const kiln_node *nd = &g->nodes[n];
+        const kiln_op_info *info = kiln_op_get(nd->op);
+        if (!nd->name || !nd->name[0]) VFAIL("method '%s': node %d has no name", g->name, n);
+        if (!info) VFAIL("method '%s': node '%s' has unknown op %d", g->name, nd->name, nd->op);
+        if (nd->n_in < info->min_in || nd->n_in > info->max_in)
+            VFAIL("method '%s': node '%s' (%s) has %d inputs, the op takes %d..%d", g->name,
+                  nd->name, info->name, nd->n_in, info->min_in, info->max_in);
+        if (with_plan && (nd->backend < 0 || nd->backend >= m->n_backends))
+            VFAIL("method '%s': node '%s' names backend %d of %d", g->name, nd->name, nd->backend, m->n_backends);
+        kiln_tensor t[KILN_MAX_INPUTS];
+        const kiln_tensor *pt[KILN_MAX_INPUTS];
+        for (int i = 0; i < nd->n_in; i++) {
+            int v = nd->in[i];
+            if (v < 0 || v >= g->n_values)
+                VFAIL("method '%s': node '%s' input %d refers to value %d of %d", g->name, nd->name, i, v, g->n_values);
+            const kiln_value *iv = &g->values[v];
+            if ((iv->kind == KILN_VAL_ACT || iv->kind == KILN_VAL_VIEW) && producer[v] < 0)
+                VFAIL("method '%s': node '%s' uses tensor '%s' before any node produces it "
+                      "(it is neither an input, a constant with data, nor an earlier node's output)",
+                      g->name, nd->name, iv->name);
+            t[i] = (kiln_tensor){iv->dtype, iv->ndim, {0}, NULL};
+            memcpy(t[i].ne, iv->ne, sizeof iv->ne);
+            pt[i] = &t[i];
+        }
+        if (nd->out < 0 || nd->out >= g->n_values)
+            VFAIL("method '%s': node '%s' output refers to value %d of %d", g->name, nd->name, nd->out, g->n_values);
+        kiln_value *ov = &g->values[nd->out];
+        if (ov->kind != (nd->op == KILN_OP_KV_STORE ? KILN_VAL_VIEW : KILN_VAL_ACT))
+            VFAIL("method '%s': node '%s' writes tensor '%s', which is not an activation of its kind",
+                  g->name, nd->name, ov->name);
+        if (producer[nd->out] >= 0)
+            VFAIL("method '%s': tensor '%s' is produced twice (by '%s' and '%s')", g->name,
+                  ov->name, g->nodes[producer[nd->out]].name, nd->name);
+        if (nd->op == KILN_OP_KV_STORE) {
+            const kiln_value *c = &g->values[nd->in[0]];
+            if ((c->kind != KILN_VAL_STATE && c->kind != KILN_VAL_VIEW) || c->ref != ov->ref)
+                VFAIL("method '%s': node '%s' must write into the state it views", g->name, nd->name);
+        }
+        kiln_tensor out;
+        memset(&out, 0, sizeof out);
+        char err[400];
+        if (info->shape(nd, pt, &out, err, sizeof err))
+            VFAIL("method '%s': node '%s' (%s): %s", g->name, nd->name, info->name, err);
+        if (out.dtype != ov->dtype || !same_shape(out.ndim, out.ne, ov->ndim, ov->ne))
+            VFAIL("method '%s': node '%s' (%s) declares output %s %s but its inputs give %s %s",
+                  g->name, nd->name, info->name, kiln_dtype_name(ov->dtype),
+                  kiln_shape_str(ov->ndim, ov->ne, s1, sizeof s1), kiln_dtype_name(out.dtype),
+                  kiln_shape_str(out.ndim, out.ne, s2, sizeof s2));
+        producer[nd->out] = n;
+    }
+    for (int i = 0; i < g->n_values; i++) {
+        const kiln_value *v = &g->values[i];
+        if ((v->kind == KILN_VAL_ACT || v->kind == KILN_VAL_VIEW) && producer[i] < 0)
+            VFAIL("method '%s': tensor '%s' is neither an input, a constant with data, nor produced "
+                  "by a node", g->name, v->name);
+        if (v->kind == KILN_VAL_CONST && !m->consts[v->ref].data)
+            VFAIL("method '%s': constant '%s' has no data", g->name, v->name);
+    }
+    if (g->n_outputs < 1) VFAIL("method '%s' has no outputs", g->name);
+    for (int i = 0; i < g->n_outputs; i++) {
+        int v = g->outputs[i];
+        if (v < 0 || v >= g->n_values || g->values[v].kind != KILN_VAL_ACT)
+            VFAIL("method '%s': output %d is not an activation", g->name, i);
+    }
+    if (!with_plan) return KILN_OK;
+
+    /* The memory plan: in bounds, aligned, and no two values that are alive
+     * at once share bytes. */
+    if (g->scratch_offset > g->arena_bytes)
+        VFAIL("method '%s': scratch offset %llu past the arena of %llu bytes", g->name,
+              (unsigned long long)g->scratch_offset, (unsigned long long)g->arena_bytes);
+    int *first = producer, *last = producer + g->n_values;
+    kiln_graph_lifetimes(g, first, last);
+    for (int i = 0; i < g->n_values; i++) {
+        const kiln_value *v = &g->values[i];
+        if (!kiln_value_in_arena(v)) continue;
+        uint64_t b = kiln_shape_bytes(v->dtype, v->ndim, v->ne);
+        if (v->offset % 64 || v->offset > g->scratch_offset || b > g->scratch_offset - v->offset)
+            VFAIL("method '%s': tensor '%s' at arena offset %llu + %llu bytes is misaligned or "
+                  "past the planned %llu bytes", g->name, v->name, (unsigned long long)v->offset,
+                  (unsigned long long)b, (unsigned long long)g->scratch_offset);
+        for (int j = 0; j < i; j++) {
+            const kiln_value *u = &g->values[j];
+            if (!kiln_value_in_arena(u) || first[i] == -2 || first[j] == -2) continue;
+            if (first[i] > last[j] || first[j] > last[i]) continue;
+            uint64_t ub = kiln_shape_bytes(u->dtype, u->ndim, u->ne);
+            if (v->offset < u->offset + ub && u->offset < v->offset + b)
+                VFAIL("method '%s': tensors '%s' and '%s' are alive at once but overlap in the arena",
+                      g->name, u->name, v->name);
+        }
+    }
+    for (int n = 0; n < g->n_nodes; n++) {
+        const kiln_node *nd = &g->nodes[n];
+        const kiln_op_info *info = kiln_op_get(nd->op);
+        if (!info->scratch) continue;
+        kiln_tensor t[KILN_MAX_INPUTS];
+        const kiln_tensor *pt[KILN_MAX_INPUTS];
+        for (int i = 0; i < nd->n_in; i++) {
+            const kiln_value *iv = &g->values[nd->in[i]];
+            t[i] = (kiln_tensor){iv->dtype, iv->ndim, {0}, NULL};
+            memcpy(t[i].ne, iv->ne, sizeof iv->ne);
+            pt[i] = &t[i];
+        }
+        if (info->scratch(nd, pt) > g->arena_bytes - g->scratch_offset)
+            VFAIL("method '%s': node '%s' needs more scratch than the plan gives", g->name, nd->name);
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln_module_verify(const kiln_module *m, int with_plan) {
+    for (int i = 0; i < m->n_consts; i++) {
+        const kiln_const *c = &m->consts[i];
+        if (!c->data) VFAIL("constant '%s' has no data", c->name);
+        if (c->nbytes != kiln_shape_bytes(c->dtype, c->ndim, c->ne))
+            VFAIL("constant '%s' holds %llu bytes, its shape needs %llu", c->name,
+                  (unsigned long long)c->nbytes,
+                  (unsigned long long)kiln_shape_bytes(c->dtype, c->ndim, c->ne));
+    }
+    for (int i = 0; i < m->n_methods; i++) {
+        const kiln_graph *g = &m->methods[i];
+        for (int j = 0; j < i; j++)
+            if (strcmp(m->methods[j].name, g->name) == 0) VFAIL("two methods named '%s'", g->name);
+        int *scratch = kiln_malloc(sizeof(int) * 2 * (size_t)(g->n_values + 1));
+        if (!scratch) return kiln_error(KILN_ERR_NOMEM, "out of memory verifying '%s'", g->name);
+        kiln_status st = verify_graph(m, g, with_plan, scratch);
+        kiln_free(scratch);
+        if (st) return st;
+    }
+    return KILN_OK;
+}

@@ -1,0 +1,138 @@
+/* generate.c: the generation loop. The prompt goes through `prefill` in
+ * chunks no longer than the method takes, then one `decode` per token. The
+ * context is checked before any work. */
+#include <string.h>
+
+#include "llm/sampler.h"
+#include "llm/tokenizer.h"
+#include "runtime/runtime.h"
+
+void kiln_generate_options_init(kiln_generate_options *o) {
+    memset(o, 0, sizeof *o);
+    o->n_predict = -1;
+    o->temperature = 0.8f;
+    o->seed = 1;
+}
+
+/* Looks up the two LLM methods and their input indices. */
+typedef struct {
+    int prefill, decode;
+    int prefill_max, ctx, vocab;
+} llm_methods;
+
+static kiln_status find_methods(const kiln_program *p, llm_methods *lm) {
+    kiln_status st;
+    int64_t ctx, vocab;
+    if ((st = kiln_program_find_method(p, "prefill", &lm->prefill)) ||
+        (st = kiln_program_find_method(p, "decode", &lm->decode)))
+        return kiln_error_wrap(st, "not an LLM program");
+    if ((st = kiln_program_meta_int(p, "llm.context_length", &ctx)) ||
+        (st = kiln_program_meta_int(p, "llm.vocab_size", &vocab)))
+        return kiln_error_wrap(st, "not an LLM program");
+    lm->prefill_max = p->mod.methods[lm->prefill].max_tokens;
+    lm->ctx = (int)ctx;
+    lm->vocab = (int)vocab;
+    return KILN_OK;
+}
+
+/* Runs prefill on tokens[0..n) at pos in chunks; leaves the last token's
+ * logits readable from the last chunk's output. */
+static kiln_status prefill_chunks(kiln_session *s, const llm_methods *lm, const int32_t *tokens,
+                                  int n, int pos, const float **logits) {
+    int32_t zero = 0;
+    int64_t one = 1;
+    kiln_status st = kiln_session_set_input(s, lm->prefill, 2, &zero, KILN_I32, 1, &one);
+    for (int done = 0; !st && done < n;) {
+        int chunk = n - done < lm->prefill_max ? n - done : lm->prefill_max;
+        int64_t len = chunk;
+        int32_t p = pos + done;
+        if ((st = kiln_session_set_input(s, lm->prefill, 0, tokens + done, KILN_I32, 1, &len)) ||
+            (st = kiln_session_set_input(s, lm->prefill, 1, &p, KILN_I32, 1, &one)) ||
+            (st = kiln_session_execute(s, lm->prefill)))
+            return st;
+        done += chunk;
+    }
+    if (st) return st;
+    const void *out;
+    st = kiln_session_get_output(s, lm->prefill, 0, &out, NULL, NULL, NULL);
+    *logits = out;
+    return st;
+}
+
+static kiln_status decode_one(kiln_session *s, const llm_methods *lm, int32_t token, int pos,
+                              const float **logits) {
+    int64_t one = 1;
+    int32_t p = pos;
+    kiln_status st;
+    if ((st = kiln_session_set_input(s, lm->decode, 0, &token, KILN_I32, 1, &one)) ||
+        (st = kiln_session_set_input(s, lm->decode, 1, &p, KILN_I32, 1, &one)) ||
+        (st = kiln_session_execute(s, lm->decode)))
+        return st;
+    const void *out;
+    st = kiln_session_get_output(s, lm->decode, 0, &out, NULL, NULL, NULL);
+    *logits = out;
+    return st;
+}
+
+kiln_status kiln_generate_check(const kiln_program *p, const int32_t *prompt, int n_prompt,
+                                const kiln_generate_options *o) {
+    llm_methods lm;
+    kiln_status st = find_methods(p, &lm);
+    if (st) return st;
+    if (n_prompt < 1) return kiln_error(KILN_ERR_INVALID_ARG, "the prompt has no tokens");
+    if (n_prompt > lm.ctx)
+        return kiln_error(KILN_ERR_INVALID_ARG, "the prompt has %d tokens, more than the context of %d",
+                          n_prompt, lm.ctx);
+    if (o->n_predict < -1)
+        return kiln_error(KILN_ERR_INVALID_ARG, "n_predict %d: use -1 (no limit) or a count >= 0", o->n_predict);
+    if (o->n_predict >= 0 && (int64_t)n_prompt + o->n_predict > lm.ctx)
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "prompt (%d tokens) + %d new tokens = %lld exceeds the context of %d",
+                          n_prompt, o->n_predict, (long long)n_prompt + o->n_predict, lm.ctx);
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= lm.vocab)
+            return kiln_error(KILN_ERR_INVALID_ARG, "prompt token %d is id %d, outside the vocabulary 0..%d",
+                              i, prompt[i], lm.vocab - 1);
+    if (!(o->temperature >= 0.0f)) return kiln_error(KILN_ERR_INVALID_ARG, "temperature must be >= 0");
+    return KILN_OK;
+}
+
+kiln_status kiln_generate(kiln_session *s, const int32_t *prompt, int n_prompt,
+                          const kiln_generate_options *o, kiln_generate_result *res) {
+    memset(res, 0, sizeof *res);
+    const kiln_program *p = kiln_session_program(s);
+    llm_methods lm;
+    kiln_status st = kiln_generate_check(p, prompt, n_prompt, o);
+    if (st || (st = find_methods(p, &lm))) return st;
+    int limit = o->n_predict >= 0 ? o->n_predict : lm.ctx - n_prompt;
+    float *probs = o->temperature > 0 ? kiln_malloc(sizeof(float) * (size_t)lm.vocab) : NULL;
+    if (o->temperature > 0 && !probs) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    kiln_tokenizer *tok = NULL; /* for end tokens; a program without one never stops early */
+    if (p->mod.tokenizer_len && (st = kiln_tokenizer_from_program(p, &tok))) goto done;
+    if ((st = kiln_session_reset(s))) goto done;
+    uint64_t rng = o->seed ? o->seed : 0x9E3779B97F4A7C15ull;
+    double t0 = kiln_now_ms();
+    const float *logits;
+    if ((st = prefill_chunks(s, &lm, prompt, n_prompt, 0, &logits))) goto done;
+    res->n_prompt = n_prompt;
+    double t1 = kiln_now_ms();
+    res->prefill_ms = t1 - t0;
+    int pos = n_prompt;
+    while (res->n_generated < limit) {
+        int next = kiln_sample(logits, lm.vocab, o->temperature, &rng, probs);
+        if (tok && kiln_tokenizer_is_end(tok, next)) {
+            res->stopped_at_end = 1;
+            break;
+        }
+        res->n_generated++;
+        if (o->on_token && o->on_token(o->user, next)) break;
+        if (res->n_generated == limit || pos >= lm.ctx) break; /* the last token needs no forward pass */
+        if ((st = decode_one(s, &lm, next, pos, &logits))) goto done;
+        pos++;
+    }
+    res->decode_ms = kiln_now_ms() - t1;
+done:
+    kiln_tokenizer_free(tok);
+    kiln_free(probs);
+    return st;
+}

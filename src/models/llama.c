@@ -1,0 +1,158 @@
+/* llama.c: the Llama-family graph, built once per method. Node names are
+ * stable (blk.3.attn_q) and shared by both methods, so info, traces and the
+ * debugger speak of the same thing. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/ops.h"
+#include "models/llama.h"
+
+#define CHECK(cond, ...)                                                                         \
+    do {                                                                                         \
+        if (!(cond)) return kiln_error(KILN_ERR_FORMAT, __VA_ARGS__);                            \
+    } while (0)
+
+kiln_status kiln_llama_check(const kiln_llama_config *c, const char *src) {
+    CHECK(c->n_embd > 0 && c->n_embd <= 65536, "%s: model width (dim) %d out of range 1..65536", src, c->n_embd);
+    CHECK(c->n_ff > 0 && c->n_ff <= 1 << 20, "%s: MLP width (hidden_dim) %d out of range", src, c->n_ff);
+    CHECK(c->n_layer > 0 && c->n_layer <= 1024, "%s: layer count %d out of range 1..1024", src, c->n_layer);
+    CHECK(c->n_head > 0 && c->n_head <= 1024, "%s: head count %d out of range 1..1024", src, c->n_head);
+    CHECK(c->n_head_kv > 0 && c->n_head % c->n_head_kv == 0,
+          "%s: KV head count %d must divide the head count %d", src, c->n_head_kv, c->n_head);
+    CHECK(c->head_dim > 0 && c->head_dim % 2 == 0 && c->head_dim <= 4096,
+          "%s: head size %d must be even and at most 4096", src, c->head_dim);
+    CHECK(c->n_vocab > 0 && c->n_vocab <= 1 << 22, "%s: vocabulary size %d out of range 1..4194304", src, c->n_vocab);
+    CHECK(c->n_ctx_train > 0 && c->n_ctx_train <= 1 << 24, "%s: context length %d out of range", src, c->n_ctx_train);
+    CHECK(c->norm_eps > 0 && c->norm_eps < 1, "%s: norm epsilon %g out of range (0, 1)", src, c->norm_eps);
+    CHECK(c->rope_theta > 0 && isfinite(c->rope_theta), "%s: rope theta %g must be positive", src, c->rope_theta);
+    return KILN_OK;
+}
+
+/* Helpers that turn -1 from a builder into a status. */
+typedef struct {
+    kiln_graph *g;
+    kiln_module *m;
+    int failed;
+} builder;
+
+static int C(builder *b, const char *fmt, int layer) {
+    char name[KILN_NAME_MAX];
+    snprintf(name, sizeof name, fmt, layer);
+    int v = b->failed ? -1 : kiln_graph_const(b->g, b->m, name);
+    if (v < 0) b->failed = 1;
+    return v;
+}
+
+static int N(builder *b, int op, const char *fmt, int layer, int n_in, const int32_t *in,
+             const int32_t *iattr, const float *fattr) {
+    if (b->failed) return -1;
+    char name[KILN_NAME_MAX];
+    snprintf(name, sizeof name, fmt, layer);
+    int v = kiln_graph_node(b->g, b->m, op, name, n_in, in, iattr, fattr);
+    if (v < 0) b->failed = 1;
+    return v;
+}
+
+#define IN(...) (sizeof((int32_t[]){__VA_ARGS__}) / sizeof(int32_t)), (const int32_t[]){__VA_ARGS__}
+
+static kiln_status build_method(kiln_module *m, const kiln_llama_config *c, const char *name,
+                                int max_tokens, int with_flag) {
+    kiln_graph *g = kiln_module_add_method(m, name, max_tokens);
+    if (!g) return KILN_ERR_NOMEM;
+    builder b = {g, m, 0};
+    int64_t tok_shape[1] = {max_tokens}, one[1] = {1};
+    int tokens = kiln_graph_input(g, "tokens", KILN_I32, 1, tok_shape, max_tokens > 1 ? 1u : 0u);
+    int pos = kiln_graph_input(g, "pos", KILN_I32, 1, one, 0);
+    int flag = with_flag ? kiln_graph_input(g, "all_logits", KILN_I32, 1, one, 0) : 0;
+    if (tokens < 0 || pos < 0 || flag < 0) return KILN_ERR_NOMEM;
+
+    int x = N(&b, KILN_OP_GET_ROWS, "token_embd", 0, IN(C(&b, "token_embd.weight", 0), tokens), NULL, NULL);
+    float eps[KILN_MAX_FATTR] = {c->norm_eps};
+    float theta[KILN_MAX_FATTR] = {c->rope_theta};
+    float div[KILN_MAX_FATTR] = {sqrtf((float)c->head_dim)};
+    int32_t rope_q[KILN_MAX_IATTR] = {c->n_head, c->head_dim, c->rope_mode, c->head_dim};
+    int32_t rope_k[KILN_MAX_IATTR] = {c->n_head_kv, c->head_dim, c->rope_mode, c->head_dim};
+    int32_t attn[KILN_MAX_IATTR] = {c->n_head, c->n_head_kv, c->head_dim};
+    int freqs = c->rope_freqs ? C(&b, "rope_freqs.weight", 0) : -1;
+
+    for (int l = 0; l < c->n_layer && !b.failed; l++) {
+        int h = N(&b, KILN_OP_RMS_NORM, "blk.%d.attn_norm", l, IN(x, C(&b, "blk.%d.attn_norm.weight", l)), NULL, eps);
+        int q = N(&b, KILN_OP_MATMUL, "blk.%d.attn_q", l, IN(h, C(&b, "blk.%d.attn_q.weight", l)), NULL, NULL);
+        int k = N(&b, KILN_OP_MATMUL, "blk.%d.attn_k", l, IN(h, C(&b, "blk.%d.attn_k.weight", l)), NULL, NULL);
+        int v = N(&b, KILN_OP_MATMUL, "blk.%d.attn_v", l, IN(h, C(&b, "blk.%d.attn_v.weight", l)), NULL, NULL);
+        if (c->qkv_bias) {
+            q = N(&b, KILN_OP_ADD, "blk.%d.attn_q_bias", l, IN(q, C(&b, "blk.%d.attn_q.bias", l)), NULL, NULL);
+            k = N(&b, KILN_OP_ADD, "blk.%d.attn_k_bias", l, IN(k, C(&b, "blk.%d.attn_k.bias", l)), NULL, NULL);
+            v = N(&b, KILN_OP_ADD, "blk.%d.attn_v_bias", l, IN(v, C(&b, "blk.%d.attn_v.bias", l)), NULL, NULL);
+        }
+        if (c->qk_norm) {
+            q = N(&b, KILN_OP_RMS_NORM, "blk.%d.attn_q_norm", l, IN(q, C(&b, "blk.%d.attn_q_norm.weight", l)), NULL, eps);
+            k = N(&b, KILN_OP_RMS_NORM, "blk.%d.attn_k_norm", l, IN(k, C(&b, "blk.%d.attn_k_norm.weight", l)), NULL, eps);
+        }
+        if (freqs >= 0) {
+            q = N(&b, KILN_OP_ROPE, "blk.%d.rope_q", l, IN(q, pos, freqs), rope_q, theta);
+            k = N(&b, KILN_OP_ROPE, "blk.%d.rope_k", l, IN(k, pos, freqs), rope_k, theta);
+        } else {
+            q = N(&b, KILN_OP_ROPE, "blk.%d.rope_q", l, IN(q, pos), rope_q, theta);
+            k = N(&b, KILN_OP_ROPE, "blk.%d.rope_k", l, IN(k, pos), rope_k, theta);
+        }
+        char sname[64];
+        snprintf(sname, sizeof sname, "kv_cache.k.%d", l);
+        int kc = b.failed ? -1 : kiln_graph_state(g, m, sname);
+        snprintf(sname, sizeof sname, "kv_cache.v.%d", l);
+        int vc = b.failed ? -1 : kiln_graph_state(g, m, sname);
+        if (kc < 0 || vc < 0) return KILN_ERR_INVALID_ARG;
+        kc = N(&b, KILN_OP_KV_STORE, "blk.%d.kv_store_k", l, IN(kc, k, pos), NULL, NULL);
+        vc = N(&b, KILN_OP_KV_STORE, "blk.%d.kv_store_v", l, IN(vc, v, pos), NULL, NULL);
+        int a = N(&b, KILN_OP_ATTENTION, "blk.%d.attn", l, IN(q, kc, vc, pos), attn, div);
+        int o = N(&b, KILN_OP_MATMUL, "blk.%d.attn_output", l, IN(a, C(&b, "blk.%d.attn_output.weight", l)), NULL, NULL);
+        x = N(&b, KILN_OP_ADD, "blk.%d.attn_residual", l, IN(x, o), NULL, NULL);
+        h = N(&b, KILN_OP_RMS_NORM, "blk.%d.ffn_norm", l, IN(x, C(&b, "blk.%d.ffn_norm.weight", l)), NULL, eps);
+        int gt = N(&b, KILN_OP_MATMUL, "blk.%d.ffn_gate", l, IN(h, C(&b, "blk.%d.ffn_gate.weight", l)), NULL, NULL);
+        int up = N(&b, KILN_OP_MATMUL, "blk.%d.ffn_up", l, IN(h, C(&b, "blk.%d.ffn_up.weight", l)), NULL, NULL);
+        int sw = N(&b, KILN_OP_SWIGLU, "blk.%d.ffn_swiglu", l, IN(gt, up), NULL, NULL);
+        int d = N(&b, KILN_OP_MATMUL, "blk.%d.ffn_down", l, IN(sw, C(&b, "blk.%d.ffn_down.weight", l)), NULL, NULL);
+        x = N(&b, KILN_OP_ADD, "blk.%d.ffn_residual", l, IN(x, d), NULL, NULL);
+    }
+    int h = N(&b, KILN_OP_RMS_NORM, "output_norm", 0, IN(x, C(&b, "output_norm.weight", 0)), NULL, eps);
+    int w = C(&b, c->tied_output ? "token_embd.weight" : "output.weight", 0);
+    int logits = with_flag ? N(&b, KILN_OP_LOGITS, "logits", 0, IN(h, w, flag), NULL, NULL)
+                           : N(&b, KILN_OP_LOGITS, "logits", 0, IN(h, w), NULL, NULL);
+    if (b.failed) return kiln_error_wrap(KILN_ERR_FORMAT, "building method '%s'", name);
+    return kiln_graph_output(g, logits);
+}
+
+kiln_status kiln_llama_build(kiln_module *m, const kiln_llama_config *c, int prefill, int max_seq) {
+    kiln_status st = kiln_llama_check(c, c->arch);
+    if (st) return st;
+    if (prefill < 1 || prefill > max_seq)
+        return kiln_error(KILN_ERR_INVALID_ARG, "prefill size %d must be in 1..max-seq (%d)", prefill, max_seq);
+    int64_t kv[2] = {max_seq, (int64_t)c->n_head_kv * c->head_dim};
+    for (int l = 0; l < c->n_layer; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "kv_cache.k.%d", l);
+        if (kiln_module_add_state(m, name, KILN_F32, 2, kv) < 0) return KILN_ERR_NOMEM;
+        snprintf(name, sizeof name, "kv_cache.v.%d", l);
+        if (kiln_module_add_state(m, name, KILN_F32, 2, kv) < 0) return KILN_ERR_NOMEM;
+    }
+    struct {
+        const char *key;
+        int64_t v;
+    } ints[] = {
+        {"llm.embedding_length", c->n_embd}, {"llm.feed_forward_length", c->n_ff},
+        {"llm.block_count", c->n_layer},     {"llm.head_count", c->n_head},
+        {"llm.head_count_kv", c->n_head_kv}, {"llm.head_dim", c->head_dim},
+        {"llm.vocab_size", c->n_vocab},      {"llm.context_length_train", c->n_ctx_train},
+        {"llm.context_length", max_seq},     {"llm.prefill_max_tokens", prefill},
+        {"llm.rope_mode", c->rope_mode},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
+        if ((st = kiln_meta_set_int(m, ints[i].key, ints[i].v))) return st;
+    if ((st = kiln_meta_set_str(m, "general.architecture", c->arch)) ||
+        (st = kiln_meta_set_float(m, "llm.rope_theta", c->rope_theta)) ||
+        (st = kiln_meta_set_float(m, "llm.norm_eps", c->norm_eps)))
+        return st;
+    if ((st = build_method(m, c, "prefill", prefill, 1))) return st;
+    return build_method(m, c, "decode", 1, 0);
+}

@@ -1,0 +1,137 @@
+/* compile.c: the compiler driver. import -> build graphs -> verify ->
+ * partition -> plan -> write (to a temporary file) -> reopen and verify
+ * every section -> rename into place. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "import/llama2c.h"
+#include "kiln/kiln_compile.h"
+#include "llm/tokenizer.h"
+#include "program/format.h"
+
+#define DEFAULT_PREFILL 128
+#define MAX_SEQ_CAP 4096
+
+void kiln_compile_options_init(kiln_compile_options *o) {
+    memset(o, 0, sizeof *o);
+    o->prefill = DEFAULT_PREFILL;
+}
+
+/* Parses "a:opts,b" and assigns each node the first backend that supports
+ * it; nodes none supports fall back to ref. */
+static kiln_status partition(kiln_module *m, const char *spec) {
+    char buf[1024];
+    if (strlen(spec) >= sizeof buf) return kiln_error(KILN_ERR_INVALID_ARG, "backend list too long");
+    strcpy(buf, spec);
+    const kiln_backend *list[8];
+    int idx[8], n = 0;
+    kiln_status st;
+    for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(item, ':');
+        if (colon) *colon = 0;
+        const kiln_backend *b = kiln_backend_find(item);
+        if (!b) return kiln_error(KILN_ERR_INVALID_ARG, "unknown backend '%s' (available: ref, test)", item);
+        if (colon && !b->configure)
+            return kiln_error(KILN_ERR_INVALID_ARG, "backend '%s' takes no options", item);
+        if (b->configure && (st = b->configure(m, colon ? colon + 1 : NULL))) return st;
+        if (n == 8) return kiln_error(KILN_ERR_INVALID_ARG, "at most 8 backends");
+        list[n] = b;
+        if ((st = kiln_module_add_backend(m, b->name, &idx[n]))) return st;
+        n++;
+    }
+    if (n == 0) return kiln_error(KILN_ERR_INVALID_ARG, "empty backend list");
+    int ref_idx = -1;
+    for (int k = 0; k < m->n_methods; k++) {
+        kiln_graph *g = &m->methods[k];
+        for (int i = 0; i < g->n_nodes; i++) {
+            kiln_node *nd = &g->nodes[i];
+            nd->backend = -1;
+            for (int j = 0; j < n && nd->backend < 0; j++)
+                if (list[j]->supports(m, g, nd)) nd->backend = idx[j];
+            if (nd->backend < 0) {
+                if (ref_idx < 0 && (st = kiln_module_add_backend(m, "ref", &ref_idx))) return st;
+                nd->backend = ref_idx;
+            }
+        }
+    }
+    return kiln_meta_set_str(m, "kiln.backends.requested", spec);
+}
+
+static kiln_status import(const kiln_compile_options *o, kiln_file_map *map, kiln_module *m,
+                          kiln_llama_config *cfg) {
+    kiln_status st = kiln_file_map_open(o->input, map);
+    if (st) return st;
+    /* Only llama2.c checkpoints so far; GGUF and Hugging Face folders come
+     * with their own magic / layout checks. */
+    if (map->size >= 4 && memcmp(map->data, "GGUF", 4) == 0)
+        return kiln_error(KILN_ERR_UNSUPPORTED, "'%s' is a GGUF file; this kiln reads llama2.c checkpoints only",
+                          kiln_basename(o->input));
+    if ((st = kiln_llama2c_import(map, o->input, cfg, m))) return st;
+    if (!o->tokenizer) return KILN_OK;
+    kiln_tokenizer *tok;
+    if ((st = kiln_tokenizer_load_llama2c(o->tokenizer, cfg->n_vocab, &tok))) return st;
+    kiln_wbuf b = {0};
+    kiln_tokenizer_serialize(tok, &b);
+    kiln_tokenizer_free(tok);
+    if (b.failed) {
+        kiln_wbuf_free(&b);
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    }
+    m->tokenizer = b.data;
+    m->tokenizer_len = b.len;
+    return kiln_meta_set_str(m, "tokenizer.model", "llama2c");
+}
+
+kiln_status kiln_compile(const kiln_compile_options *o) {
+    if (!o || !o->input || !o->output)
+        return kiln_error(KILN_ERR_INVALID_ARG, "compile needs an input and an output path");
+    if (o->prefill < 0 || o->max_seq < 0)
+        return kiln_error(KILN_ERR_INVALID_ARG, "prefill (%d) and max-seq (%d) must not be negative",
+                          o->prefill, o->max_seq);
+    kiln_module m;
+    memset(&m, 0, sizeof m);
+    kiln_file_map map;
+    kiln_llama_config cfg;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o->output, (long)getpid());
+    int wrote = 0;
+    kiln_status st = import(o, &map, &m, &cfg);
+    if (st) goto done;
+    int max_seq = o->max_seq ? o->max_seq : (cfg.n_ctx_train < MAX_SEQ_CAP ? cfg.n_ctx_train : MAX_SEQ_CAP);
+    int prefill = o->prefill ? o->prefill : DEFAULT_PREFILL;
+    if (max_seq > (1 << 20)) {
+        st = kiln_error(KILN_ERR_INVALID_ARG, "max-seq %d is too large (at most 1048576)", max_seq);
+        goto done;
+    }
+    if (prefill > max_seq) prefill = max_seq; /* a prefill longer than the context is never usable */
+    if ((st = kiln_meta_set_str(&m, "general.source", kiln_basename(o->input)))) goto done;
+    if ((st = kiln_llama_build(&m, &cfg, prefill, max_seq))) goto done;
+    if ((st = kiln_module_verify(&m, 0))) goto done;
+    if ((st = partition(&m, o->backends ? o->backends : kiln_backend_default()))) goto done;
+    for (int i = 0; i < m.n_methods; i++)
+        if ((st = kiln_graph_plan(&m.methods[i], &m))) goto done;
+    if ((st = kiln_module_verify(&m, 1))) goto done;
+    wrote = 1;
+    if ((st = kiln_program_write(&m, tmp, o->progress, o->progress_user))) goto done;
+    /* Verify what was written: parse, verify graphs, check every checksum. */
+    kiln_program *p;
+    if ((st = kiln_program_open(tmp, &p))) {
+        kiln_error_wrap(st, "the program just written does not read back");
+        goto done;
+    }
+    st = kiln_program_verify(p);
+    kiln_program_close(p);
+    if (st) goto done;
+    if (rename(tmp, o->output) != 0) {
+        st = kiln_error(KILN_ERR_IO, "cannot rename '%s' to '%s'", tmp, o->output);
+        goto done;
+    }
+    wrote = 0;
+done:
+    if (wrote) unlink(tmp);
+    kiln_module_free(&m);
+    kiln_file_map_close(&map);
+    return st;
+}

@@ -1,0 +1,164 @@
+/* program.c: opening a program (map, parse, verify, resolve backends) and the
+ * read-only queries of kiln.h. */
+#include <string.h>
+
+#include "runtime/runtime.h"
+
+#define META_REQUESTED "kiln.backends.requested"
+
+kiln_status kiln_program_open(const char *path, kiln_program **out) {
+    *out = NULL;
+    if (!path) return kiln_error(KILN_ERR_INVALID_ARG, "no program path given");
+    kiln_program *p = kiln_calloc(1, sizeof *p);
+    if (!p || !(p->path = kiln_strdup(path))) {
+        kiln_free(p);
+        return kiln_error(KILN_ERR_NOMEM, "out of memory opening '%s'", path);
+    }
+    kiln_status st = kiln_file_map_open(path, &p->map);
+    if (!st)
+        st = kiln_program_parse(p->map.data, p->map.size, path, &p->mod, p->sections, &p->n_sections);
+    if (st) goto fail;
+
+    int nb = p->mod.n_backends;
+    p->backends = kiln_calloc((size_t)nb + 1, sizeof *p->backends);
+    p->backend_ctx = kiln_calloc((size_t)nb + 1, sizeof *p->backend_ctx);
+    p->fallback = kiln_calloc((size_t)nb + 1, sizeof *p->fallback);
+    p->input_offset = kiln_calloc((size_t)p->mod.n_methods + 1, sizeof *p->input_offset);
+    if (!p->backends || !p->backend_ctx || !p->fallback || !p->input_offset) {
+        st = kiln_error(KILN_ERR_NOMEM, "out of memory opening '%s'", path);
+        goto fail;
+    }
+    const kiln_meta *req = kiln_meta_find(&p->mod, META_REQUESTED);
+    for (int i = 0; i < nb; i++) {
+        const kiln_backend *b = kiln_backend_find(p->mod.backends[i]);
+        if (!b) {
+            st = kiln_error(KILN_ERR_UNSUPPORTED,
+                            "'%s' needs backend '%s', which this build of kiln does not have",
+                            kiln_basename(path), p->mod.backends[i]);
+            goto fail;
+        }
+        p->backends[i] = b;
+        if (b->open && (st = b->open(&p->mod, &p->backend_ctx[i]))) goto fail;
+        /* ref is a fallback when the user asked for something else first. */
+        p->fallback[i] = b == kiln_backend_ref() && req && req->type == KILN_META_STR &&
+                         strncmp(req->s, "ref", 3) != 0;
+    }
+    for (int k = 0; k < p->mod.n_methods; k++) {
+        const kiln_graph *g = &p->mod.methods[k];
+        p->input_offset[k] = p->input_block_bytes;
+        for (int i = 0; i < g->n_inputs; i++) {
+            const kiln_value *v = &g->values[g->inputs[i]];
+            p->input_block_bytes += kiln_align_up(kiln_shape_bytes(v->dtype, v->ndim, v->ne), 64);
+        }
+        if (g->arena_bytes > p->arena_bytes) p->arena_bytes = g->arena_bytes;
+    }
+    *out = p;
+    return KILN_OK;
+fail:
+    kiln_program_close(p);
+    return st;
+}
+
+void kiln_program_close(kiln_program *p) {
+    if (!p) return;
+    for (int i = 0; p->backends && i < p->mod.n_backends; i++)
+        if (p->backends[i] && p->backends[i]->close) p->backends[i]->close(p->backend_ctx[i]);
+    kiln_module_free(&p->mod);
+    kiln_file_map_close(&p->map);
+    kiln_free(p->backends);
+    kiln_free(p->backend_ctx);
+    kiln_free(p->fallback);
+    kiln_free(p->input_offset);
+    kiln_free(p->path);
+    kiln_free(p);
+}
+
+kiln_status kiln_program_verify(const kiln_program *p) {
+    for (int i = 0; i < p->n_sections; i++) {
+        const kiln_section *s = &p->sections[i];
+        uint32_t c = kiln_crc32c(0, p->map.data + s->offset, (size_t)s->size);
+        if (c != s->crc)
+            return kiln_error(KILN_ERR_FORMAT,
+                              "'%s': section '%s' checksum mismatch (stored 0x%08x, computed 0x%08x): the file is damaged",
+                              kiln_basename(p->path), kiln_section_name(s->kind), s->crc, c);
+    }
+    return KILN_OK;
+}
+
+int kiln_program_method_count(const kiln_program *p) { return p->mod.n_methods; }
+
+const char *kiln_program_method_name(const kiln_program *p, int i) {
+    return i >= 0 && i < p->mod.n_methods ? p->mod.methods[i].name : NULL;
+}
+
+kiln_status kiln_program_find_method(const kiln_program *p, const char *name, int *index) {
+    for (int i = 0; i < p->mod.n_methods; i++)
+        if (strcmp(p->mod.methods[i].name, name) == 0) {
+            *index = i;
+            return KILN_OK;
+        }
+    return kiln_error(KILN_ERR_INVALID_ARG, "'%s' has no method '%s'", kiln_basename(p->path), name);
+}
+
+static const kiln_graph *method(const kiln_program *p, int m) {
+    return m >= 0 && m < p->mod.n_methods ? &p->mod.methods[m] : NULL;
+}
+
+int kiln_method_input_count(const kiln_program *p, int m) {
+    const kiln_graph *g = method(p, m);
+    return g ? g->n_inputs : 0;
+}
+
+int kiln_method_output_count(const kiln_program *p, int m) {
+    const kiln_graph *g = method(p, m);
+    return g ? g->n_outputs : 0;
+}
+
+static kiln_status value_info(const kiln_program *p, int m, int i, int output, kiln_tensor_info *info) {
+    const kiln_graph *g = method(p, m);
+    if (!g) return kiln_error(KILN_ERR_INVALID_ARG, "method index %d out of range", m);
+    int n = output ? g->n_outputs : g->n_inputs;
+    if (i < 0 || i >= n)
+        return kiln_error(KILN_ERR_INVALID_ARG, "method '%s' has %d %s, index %d is out of range",
+                          g->name, n, output ? "outputs" : "inputs", i);
+    const kiln_value *v = &g->values[output ? g->outputs[i] : g->inputs[i]];
+    memset(info, 0, sizeof *info);
+    info->name = v->name;
+    info->dtype = v->dtype;
+    info->ndim = v->ndim;
+    memcpy(info->shape, v->ne, sizeof v->ne);
+    info->dynamic_mask = v->dyn_mask;
+    if (output) /* outputs whose rows follow the token count */
+        for (int d = 0; d < v->ndim; d++)
+            if (v->ne[d] == g->max_tokens && g->max_tokens > 1 && d == 0) info->dynamic_mask |= 1u << d;
+    return KILN_OK;
+}
+
+kiln_status kiln_method_input_info(const kiln_program *p, int m, int i, kiln_tensor_info *info) {
+    return value_info(p, m, i, 0, info);
+}
+
+kiln_status kiln_method_output_info(const kiln_program *p, int m, int i, kiln_tensor_info *info) {
+    return value_info(p, m, i, 1, info);
+}
+
+const char *kiln_program_meta_str(const kiln_program *p, const char *key) {
+    const kiln_meta *e = kiln_meta_find(&p->mod, key);
+    return e && e->type == KILN_META_STR ? e->s : NULL;
+}
+
+kiln_status kiln_program_meta_int(const kiln_program *p, const char *key, int64_t *value) {
+    const kiln_meta *e = kiln_meta_find(&p->mod, key);
+    if (!e || e->type != KILN_META_INT)
+        return kiln_error(KILN_ERR_INVALID_ARG, "no integer metadata '%s'", key);
+    *value = e->i;
+    return KILN_OK;
+}
+
+int kiln_program_node_is_fallback(const kiln_program *p, const kiln_node *n) {
+    return p->fallback[n->backend];
+}
+
+const kiln_backend *kiln_program_node_backend(const kiln_program *p, const kiln_node *n) {
+    return p->backends[n->backend];
+}

@@ -1,0 +1,35 @@
+/* runtime.h: the program and session objects behind kiln.h. Internal. */
+#ifndef KILN_RUNTIME_H
+#define KILN_RUNTIME_H
+
+#include "backends/backend.h"
+#include "program/format.h"
+
+struct kiln_program {
+    char *path;
+    kiln_file_map map;
+    kiln_module mod;
+    kiln_section sections[KILN_MAX_SECTIONS];
+    int n_sections;
+    const kiln_backend **backends; /* resolved from mod.backends */
+    void **backend_ctx;
+    int *fallback;              /* per backend index: 1 when it is ref standing in */
+    uint64_t *input_offset;     /* per method: first input's offset in the input block */
+    uint64_t input_block_bytes; /* all methods' inputs */
+    uint64_t arena_bytes;       /* largest method arena */
+};
+
+struct kiln_session {
+    const kiln_program *prog;
+    void **state;        /* per state buffer */
+    uint8_t *arena;      /* shared by all methods, sized for the largest */
+    uint8_t *inputs;     /* per-method input slots (inputs survive other methods) */
+    kiln_tensor **vals;  /* per method: one view per value, data resolved at create */
+    uint8_t **input_set; /* per method, per input: set since creation */
+};
+
+/* 1 when node n of method g ran on ref although another backend was asked for. */
+int kiln_program_node_is_fallback(const kiln_program *p, const kiln_node *n);
+const kiln_backend *kiln_program_node_backend(const kiln_program *p, const kiln_node *n);
+
+#endif

@@ -1,0 +1,180 @@
+/* session.c: sessions and the executor. A session owns its state buffers
+ * (the KV cache), one activation arena sized for the largest method, and a
+ * block of input slots per method. Every data pointer is resolved at
+ * creation, so execute only computes shapes and calls kernels: no
+ * allocation, no lookup by name. */
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/runtime.h"
+
+void kiln_session_destroy(kiln_session *s) {
+    if (!s) return;
+    const kiln_module *m = &s->prog->mod;
+    for (int i = 0; s->state && i < m->n_states; i++) kiln_aligned_free(s->state[i]);
+    for (int k = 0; k < m->n_methods; k++) {
+        if (s->vals) kiln_free(s->vals[k]);
+        if (s->input_set) kiln_free(s->input_set[k]);
+    }
+    kiln_free(s->state);
+    kiln_free(s->vals);
+    kiln_free(s->input_set);
+    kiln_aligned_free(s->arena);
+    kiln_aligned_free(s->inputs);
+    kiln_free(s);
+}
+
+kiln_status kiln_session_create(const kiln_program *p, kiln_session **out) {
+    *out = NULL;
+    if (!p) return kiln_error(KILN_ERR_INVALID_ARG, "no program given");
+    const kiln_module *m = &p->mod;
+    kiln_session *s = kiln_calloc(1, sizeof *s);
+    if (!s) return kiln_error(KILN_ERR_NOMEM, "out of memory creating a session");
+    s->prog = p;
+    if (!(s->state = kiln_calloc((size_t)m->n_states + 1, sizeof *s->state)) ||
+        !(s->vals = kiln_calloc((size_t)m->n_methods + 1, sizeof *s->vals)) ||
+        !(s->input_set = kiln_calloc((size_t)m->n_methods + 1, sizeof *s->input_set)) ||
+        !(s->arena = kiln_aligned_alloc(p->arena_bytes)) ||
+        !(s->inputs = kiln_aligned_alloc(p->input_block_bytes)))
+        goto oom;
+    for (int i = 0; i < m->n_states; i++)
+        if (!(s->state[i] = kiln_aligned_alloc(m->states[i].nbytes))) goto oom;
+    for (int k = 0; k < m->n_methods; k++) {
+        const kiln_graph *g = &m->methods[k];
+        if (!(s->vals[k] = kiln_calloc((size_t)g->n_values + 1, sizeof(kiln_tensor))) ||
+            !(s->input_set[k] = kiln_calloc((size_t)g->n_inputs + 1, 1)))
+            goto oom;
+        uint64_t in_off = p->input_offset[k];
+        for (int i = 0; i < g->n_values; i++) {
+            const kiln_value *v = &g->values[i];
+            kiln_tensor *t = &s->vals[k][i];
+            t->dtype = v->dtype;
+            t->ndim = v->ndim;
+            memcpy(t->ne, v->ne, sizeof v->ne);
+            switch (v->kind) {
+            case KILN_VAL_CONST: t->data = (void *)m->consts[v->ref].data; break;
+            case KILN_VAL_STATE:
+            case KILN_VAL_VIEW: t->data = s->state[v->ref]; break;
+            case KILN_VAL_ACT: t->data = s->arena + v->offset; break;
+            case KILN_VAL_INPUT: break;
+            }
+        }
+        for (int i = 0; i < g->n_inputs; i++) {
+            const kiln_value *v = &g->values[g->inputs[i]];
+            s->vals[k][g->inputs[i]].data = s->inputs + in_off;
+            in_off += kiln_align_up(kiln_shape_bytes(v->dtype, v->ndim, v->ne), 64);
+        }
+    }
+    *out = s;
+    return KILN_OK;
+oom:
+    kiln_session_destroy(s);
+    return kiln_error(KILN_ERR_NOMEM, "out of memory creating a session (arena %llu bytes)",
+                      (unsigned long long)p->arena_bytes);
+}
+
+kiln_status kiln_session_reset(kiln_session *s) {
+    if (!s) return kiln_error(KILN_ERR_INVALID_ARG, "no session given");
+    const kiln_module *m = &s->prog->mod;
+    for (int i = 0; i < m->n_states; i++) memset(s->state[i], 0, (size_t)m->states[i].nbytes);
+    return KILN_OK;
+}
+
+const kiln_program *kiln_session_program(const kiln_session *s) { return s->prog; }
+
+static const kiln_graph *get_method(kiln_session *s, int method) {
+    if (!s || method < 0 || method >= s->prog->mod.n_methods) {
+        kiln_error(KILN_ERR_INVALID_ARG, "method index %d out of range", method);
+        return NULL;
+    }
+    return &s->prog->mod.methods[method];
+}
+
+kiln_status kiln_session_set_input(kiln_session *s, int method, int input, const void *data,
+                                   kiln_dtype dtype, int ndim, const int64_t *shape) {
+    const kiln_graph *g = get_method(s, method);
+    if (!g) return KILN_ERR_INVALID_ARG;
+    if (input < 0 || input >= g->n_inputs)
+        return kiln_error(KILN_ERR_INVALID_ARG, "method '%s' has %d inputs, index %d is out of range",
+                          g->name, g->n_inputs, input);
+    const kiln_value *v = &g->values[g->inputs[input]];
+    char want[96], got[96];
+    if (!data || !shape || ndim != v->ndim || dtype != v->dtype) goto mismatch;
+    for (int d = 0; d < ndim; d++) {
+        int dyn = v->dyn_mask >> d & 1;
+        if (dyn ? (shape[d] < 1 || shape[d] > v->ne[d]) : shape[d] != v->ne[d]) goto mismatch;
+    }
+    kiln_tensor *t = &s->vals[method][g->inputs[input]];
+    memcpy(t->ne, shape, (size_t)ndim * sizeof *shape);
+    memcpy(t->data, data, (size_t)kiln_shape_bytes(dtype, ndim, shape));
+    s->input_set[method][input] = 1;
+    return KILN_OK;
+mismatch:
+    kiln_shape_str(v->ndim, v->ne, want, sizeof want);
+    if (shape && ndim >= 0 && ndim <= KILN_MAX_DIMS) kiln_shape_str(ndim, shape, got, sizeof got);
+    else snprintf(got, sizeof got, "(%d dims)", ndim);
+    return kiln_error(KILN_ERR_INVALID_ARG,
+                      "method '%s' input '%s': expected %s %s%s, given %s %s%s", g->name, v->name,
+                      kiln_dtype_name(v->dtype), want, v->dyn_mask ? " (dim 0 may be 1..max)" : "",
+                      kiln_dtype_name(dtype) ? kiln_dtype_name(dtype) : "unknown dtype", got,
+                      data ? "" : " with no data");
+}
+
+kiln_status kiln_session_execute(kiln_session *s, int method) {
+    const kiln_graph *g = get_method(s, method);
+    if (!g) return KILN_ERR_INVALID_ARG;
+    const kiln_program *p = s->prog;
+    kiln_tensor *vals = s->vals[method];
+    /* Every input set, and every dynamic dim the same token count. */
+    int64_t T = -1;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const kiln_value *v = &g->values[g->inputs[i]];
+        if (!s->input_set[method][i])
+            return kiln_error(KILN_ERR_INVALID_ARG, "method '%s': input '%s' was never set", g->name, v->name);
+        for (int d = 0; d < v->ndim; d++) {
+            if (!(v->dyn_mask >> d & 1)) continue;
+            int64_t n = vals[g->inputs[i]].ne[d];
+            if (T >= 0 && n != T)
+                return kiln_error(KILN_ERR_INVALID_ARG,
+                                  "method '%s': input '%s' has %lld tokens, another input has %lld",
+                                  g->name, v->name, (long long)n, (long long)T);
+            T = n;
+        }
+    }
+    uint8_t *scratch = s->arena + g->scratch_offset;
+    uint64_t scratch_bytes = g->arena_bytes - g->scratch_offset;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *n = &g->nodes[i];
+        const kiln_op_info *info = kiln_op_get(n->op);
+        const kiln_tensor *in[KILN_MAX_INPUTS];
+        for (int j = 0; j < n->n_in; j++) in[j] = &vals[n->in[j]];
+        kiln_tensor *out = &vals[n->out];
+        kiln_tensor shape = *out;
+        char err[400];
+        if (info->shape(n, in, &shape, err, sizeof err))
+            return kiln_error(KILN_ERR_INVALID_ARG, "method '%s', node '%s' (%s): %s", g->name,
+                              n->name, info->name, err);
+        memcpy(out->ne, shape.ne, sizeof shape.ne);
+        kiln_status st = p->backends[n->backend]->exec(p->backend_ctx[n->backend], n, in, out,
+                                                       scratch, scratch_bytes);
+        if (st)
+            return kiln_error_wrap(st, "method '%s', node '%s' (%s on %s)", g->name, n->name,
+                                   info->name, p->mod.backends[n->backend]);
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln_session_get_output(kiln_session *s, int method, int output, const void **data,
+                                    kiln_dtype *dtype, int *ndim, int64_t shape[KILN_MAX_DIMS]) {
+    const kiln_graph *g = get_method(s, method);
+    if (!g) return KILN_ERR_INVALID_ARG;
+    if (output < 0 || output >= g->n_outputs)
+        return kiln_error(KILN_ERR_INVALID_ARG, "method '%s' has %d outputs, index %d is out of range",
+                          g->name, g->n_outputs, output);
+    const kiln_tensor *t = &s->vals[method][g->outputs[output]];
+    if (data) *data = t->data;
+    if (dtype) *dtype = t->dtype;
+    if (ndim) *ndim = t->ndim;
+    if (shape) memcpy(shape, t->ne, sizeof t->ne);
+    return KILN_OK;
+}

@@ -1,0 +1,38 @@
+/* cli.h: what every subcommand of `kiln` shares: argument parsing that
+ * refuses bad numbers, exit codes (2 usage, 1 failure), Ctrl-C handling, the
+ * progress bar. */
+#ifndef KILN_CLI_H
+#define KILN_CLI_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "kiln/kiln.h"
+
+enum { KILN_EXIT_OK = 0, KILN_EXIT_FAIL = 1, KILN_EXIT_USAGE = 2, KILN_EXIT_INTERRUPTED = 130 };
+
+extern volatile sig_atomic_t kiln_cli_interrupted;
+void kiln_cli_install_sigint(void);
+
+/* Prints "kiln CMD: message" and the hint to use --help; returns 2. */
+int kiln_cli_usage_error(const char *cmd, const char *fmt, ...);
+/* Prints "kiln CMD: <library message>"; returns 1 (130 when cancelled). */
+int kiln_cli_fail(const char *cmd, kiln_status st);
+
+/* Parses a whole decimal integer in [lo, hi]; 0 on success. */
+int kiln_cli_int(const char *s, long long lo, long long hi, long long *out);
+/* Parses a finite float in [lo, hi]. */
+int kiln_cli_float(const char *s, double lo, double hi, double *out);
+
+/* The value after a flag: argv[++*i], or NULL (usage error printed). */
+const char *kiln_cli_value(const char *cmd, int argc, char **argv, int *i);
+
+/* A progress callback for kiln_compile: a bar on stderr when it is a
+ * terminal, stops on Ctrl-C. */
+int kiln_cli_progress(void *user, const char *stage, uint64_t done, uint64_t total);
+
+int kiln_cmd_compile(int argc, char **argv);
+int kiln_cmd_info(int argc, char **argv);
+int kiln_cmd_generate(int argc, char **argv);
+
+#endif

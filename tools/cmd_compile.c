@@ -1,0 +1,68 @@
+/* cmd_compile.c: `kiln compile INPUT -o model.kiln [options]`. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "kiln/kiln_compile.h"
+
+static const char *HELP =
+    "usage: kiln compile INPUT -o OUTPUT.kiln [options]\n"
+    "\n"
+    "Compiles a checkpoint into one program file holding the weights (once),\n"
+    "the tokenizer, a KV cache and two methods: prefill and decode.\n"
+    "INPUT: a llama2.c checkpoint (.bin).\n"
+    "\n"
+    "options:\n"
+    "  -o, --output FILE    program to write (required)\n"
+    "  --tokenizer FILE     tokenizer to store (llama2.c tokenizer.bin)\n"
+    "  --prefill N          most tokens one prefill call takes (default 128)\n"
+    "  --max-seq N          context length (default: the model's, at most 4096)\n"
+    "  --backend LIST       backends in order of preference, comma-separated\n"
+    "                       (default: the best available, now 'ref')\n"
+    "  -h, --help           this text\n"
+    "\n"
+    "example:\n"
+    "  kiln compile stories260K.bin --tokenizer tok512.bin -o stories.kiln\n";
+
+int kiln_cmd_compile(int argc, char **argv) {
+    kiln_compile_options o;
+    kiln_compile_options_init(&o);
+    const char *cmd = "compile";
+    long long v;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(HELP, stdout);
+            return KILN_EXIT_OK;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!(o.output = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+        } else if (!strcmp(a, "--tokenizer")) {
+            if (!(o.tokenizer = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+        } else if (!strcmp(a, "--prefill")) {
+            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+            if (kiln_cli_int(val, 1, 1 << 20, &v))
+                return kiln_cli_usage_error(cmd, "--prefill must be an integer in 1..1048576, got '%s'", val);
+            o.prefill = (int)v;
+        } else if (!strcmp(a, "--max-seq")) {
+            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+            if (kiln_cli_int(val, 1, 1 << 20, &v))
+                return kiln_cli_usage_error(cmd, "--max-seq must be an integer in 1..1048576, got '%s'", val);
+            o.max_seq = (int)v;
+        } else if (!strcmp(a, "--backend")) {
+            if (!(o.backends = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+        } else if (a[0] == '-' && a[1]) {
+            return kiln_cli_usage_error(cmd, "unknown option '%s'", a);
+        } else if (!o.input) {
+            o.input = a;
+        } else {
+            return kiln_cli_usage_error(cmd, "more than one input ('%s' and '%s')", o.input, a);
+        }
+    }
+    if (!o.input) return kiln_cli_usage_error(cmd, "no input checkpoint given");
+    if (!o.output) return kiln_cli_usage_error(cmd, "no output given (-o FILE)");
+    o.progress = kiln_cli_progress;
+    kiln_status st = kiln_compile(&o);
+    if (st) return kiln_cli_fail(cmd, st);
+    fprintf(stderr, "kiln compile: wrote %s\n", o.output);
+    return KILN_EXIT_OK;
+}

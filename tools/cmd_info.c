@@ -1,0 +1,244 @@
+/* cmd_info.c: `kiln info model.kiln [--json] [--verify]`: everything a
+ * program holds: metadata, methods with inputs and outputs, state buffers,
+ * constants by dtype, and the backend of every node. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ir/ops.h"
+#include "runtime/runtime.h"
+
+static const char *HELP =
+    "usage: kiln info MODEL.kiln [--json] [--verify]\n"
+    "\n"
+    "Prints the program's metadata, every method's inputs and outputs (name,\n"
+    "dtype, shape), state buffers, constants (count and bytes by dtype), and\n"
+    "the backend of each node (with fallbacks marked).\n"
+    "\n"
+    "options:\n"
+    "  --json     one JSON object instead of text\n"
+    "  --verify   also check every section's checksum, weights included\n"
+    "  -h, --help this text\n"
+    "\n"
+    "example:\n"
+    "  kiln info stories.kiln --verify\n";
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') printf("\\%c", *p);
+        else if (*p < 0x20) printf("\\u%04x", *p);
+        else putchar(*p);
+    }
+    putchar('"');
+}
+
+static void shape_json(int ndim, const int64_t *ne) {
+    putchar('[');
+    for (int i = 0; i < ndim; i++) printf("%s%lld", i ? ", " : "", (long long)ne[i]);
+    putchar(']');
+}
+
+static const char *kind_name(kiln_value_kind k) {
+    static const char *names[] = {"input", "const", "state", "activation", "state view"};
+    return (unsigned)k < 5 ? names[k] : "?";
+}
+
+static void print_meta_value(const kiln_meta *e, int json) {
+    switch (e->type) {
+    case KILN_META_INT: printf("%lld", (long long)e->i); break;
+    case KILN_META_FLOAT: printf("%.9g", e->f); break;
+    case KILN_META_STR:
+        if (json) json_str(e->s);
+        else if (strlen(e->s) > 80) printf("%.77s...", e->s);
+        else printf("%s", e->s);
+        break;
+    case KILN_META_INT_ARRAY:
+        printf("[");
+        for (uint32_t i = 0; i < e->n && (json || i < 8); i++) printf("%s%lld", i ? ", " : "", (long long)e->ia[i]);
+        printf("%s]", !json && e->n > 8 ? ", ..." : "");
+        break;
+    case KILN_META_FLOAT_ARRAY:
+        printf("[");
+        for (uint32_t i = 0; i < e->n && (json || i < 8); i++) printf("%s%.9g", i ? ", " : "", e->fa[i]);
+        printf("%s]", !json && e->n > 8 ? ", ..." : "");
+        break;
+    case KILN_META_STR_ARRAY:
+        printf("[");
+        for (uint32_t i = 0; i < e->n && (json || i < 8); i++) {
+            printf("%s", i ? ", " : "");
+            json_str(e->sa[i]);
+        }
+        printf("%s]", !json && e->n > 8 ? ", ..." : "");
+        break;
+    }
+}
+
+static void io_text(const kiln_graph *g, const int32_t *idx, int n, const char *label) {
+    char buf[96];
+    printf("    %s:\n", label);
+    for (int i = 0; i < n; i++) {
+        const kiln_value *v = &g->values[idx[i]];
+        kiln_shape_str(v->ndim, v->ne, buf, sizeof buf);
+        printf("      %-12s %-5s %s%s\n", v->name, kiln_dtype_name(v->dtype), buf,
+               v->dyn_mask ? "  (dim 0: 1..max tokens)" : "");
+    }
+}
+
+static void io_json(const kiln_graph *g, const int32_t *idx, int n) {
+    printf("[");
+    for (int i = 0; i < n; i++) {
+        const kiln_value *v = &g->values[idx[i]];
+        printf("%s{\"name\": ", i ? ", " : "");
+        json_str(v->name);
+        printf(", \"dtype\": \"%s\", \"shape\": ", kiln_dtype_name(v->dtype));
+        shape_json(v->ndim, v->ne);
+        printf(", \"dynamic_dims\": [%s]}", v->dyn_mask & 1 ? "0" : "");
+    }
+    printf("]");
+}
+
+static void print_text(const kiln_program *p, int verified) {
+    const kiln_module *m = &p->mod;
+    char buf[96];
+    printf("program: %s\n", p->path);
+    printf("  format version %d, %zu bytes, %d sections%s\n", KILN_FORMAT_VERSION, p->map.size,
+           p->n_sections, verified ? ", all checksums verified" : "");
+    printf("metadata (%d keys):\n", m->n_meta);
+    for (int i = 0; i < m->n_meta; i++) {
+        printf("  %-28s = ", m->meta[i].key);
+        print_meta_value(&m->meta[i], 0);
+        printf("\n");
+    }
+    printf("tokenizer: %s\n", m->tokenizer_len ? "stored" : "none");
+    uint64_t state_bytes = 0;
+    for (int i = 0; i < m->n_states; i++) state_bytes += m->states[i].nbytes;
+    printf("state (%d buffers, %llu bytes, shared by all methods):\n", m->n_states, (unsigned long long)state_bytes);
+    for (int i = 0; i < m->n_states; i++)
+        printf("  %-16s %-5s %s\n", m->states[i].name, kiln_dtype_name(m->states[i].dtype),
+               kiln_shape_str(m->states[i].ndim, m->states[i].ne, buf, sizeof buf));
+    uint64_t by_count[16] = {0}, by_bytes[16] = {0}, total = 0;
+    for (int i = 0; i < m->n_consts; i++) {
+        by_count[m->consts[i].dtype & 15]++;
+        by_bytes[m->consts[i].dtype & 15] += m->consts[i].nbytes;
+        total += m->consts[i].nbytes;
+    }
+    printf("constants: %d, %llu bytes (stored once)\n", m->n_consts, (unsigned long long)total);
+    for (int t = 0; t < 16; t++)
+        if (by_count[t])
+            printf("  %-5s %5llu tensors %12llu bytes\n", kiln_dtype_name((kiln_dtype)t),
+                   (unsigned long long)by_count[t], (unsigned long long)by_bytes[t]);
+    for (int k = 0; k < m->n_methods; k++) {
+        const kiln_graph *g = &m->methods[k];
+        printf("method %d: %s (max %d tokens, %d nodes, arena %llu bytes)\n", k, g->name, g->max_tokens,
+               g->n_nodes, (unsigned long long)g->arena_bytes);
+        io_text(g, g->inputs, g->n_inputs, "inputs");
+        io_text(g, g->outputs, g->n_outputs, "outputs");
+        int n_fallback = 0;
+        for (int i = 0; i < g->n_nodes; i++) n_fallback += kiln_program_node_is_fallback(p, &g->nodes[i]);
+        printf("    nodes (%d, %d fallback):\n", g->n_nodes, n_fallback);
+        printf("      %4s  %-24s %-10s %-8s %-8s %s\n", "#", "name", "op", "backend", "fallback", "output");
+        for (int i = 0; i < g->n_nodes; i++) {
+            const kiln_node *n = &g->nodes[i];
+            const kiln_value *o = &g->values[n->out];
+            printf("      %4d  %-24s %-10s %-8s %-8s %s %s\n", i, n->name, kiln_op_name(n->op),
+                   m->backends[n->backend], kiln_program_node_is_fallback(p, n) ? "yes" : "no",
+                   kiln_dtype_name(o->dtype), kiln_shape_str(o->ndim, o->ne, buf, sizeof buf));
+        }
+    }
+}
+
+static void print_json(const kiln_program *p, int verified) {
+    const kiln_module *m = &p->mod;
+    printf("{\"path\": ");
+    json_str(p->path);
+    printf(", \"format_version\": %d, \"file_bytes\": %zu, \"checksums_verified\": %s,\n",
+           KILN_FORMAT_VERSION, p->map.size, verified ? "true" : "false");
+    printf(" \"metadata\": {");
+    for (int i = 0; i < m->n_meta; i++) {
+        printf("%s", i ? ", " : "");
+        json_str(m->meta[i].key);
+        printf(": ");
+        print_meta_value(&m->meta[i], 1);
+    }
+    printf("},\n \"tokenizer\": %s,\n \"state\": [", m->tokenizer_len ? "true" : "false");
+    for (int i = 0; i < m->n_states; i++) {
+        printf("%s{\"name\": ", i ? ", " : "");
+        json_str(m->states[i].name);
+        printf(", \"dtype\": \"%s\", \"shape\": ", kiln_dtype_name(m->states[i].dtype));
+        shape_json(m->states[i].ndim, m->states[i].ne);
+        printf(", \"bytes\": %llu}", (unsigned long long)m->states[i].nbytes);
+    }
+    printf("],\n \"constants\": [");
+    for (int i = 0; i < m->n_consts; i++) {
+        printf("%s{\"name\": ", i ? ", " : "");
+        json_str(m->consts[i].name);
+        printf(", \"dtype\": \"%s\", \"shape\": ", kiln_dtype_name(m->consts[i].dtype));
+        shape_json(m->consts[i].ndim, m->consts[i].ne);
+        printf(", \"bytes\": %llu}", (unsigned long long)m->consts[i].nbytes);
+    }
+    printf("],\n \"methods\": [");
+    for (int k = 0; k < m->n_methods; k++) {
+        const kiln_graph *g = &m->methods[k];
+        printf("%s{\"name\": ", k ? ",\n  " : "");
+        json_str(g->name);
+        printf(", \"max_tokens\": %d, \"arena_bytes\": %llu, \"inputs\": ", g->max_tokens,
+               (unsigned long long)g->arena_bytes);
+        io_json(g, g->inputs, g->n_inputs);
+        printf(", \"outputs\": ");
+        io_json(g, g->outputs, g->n_outputs);
+        printf(", \"nodes\": [");
+        for (int i = 0; i < g->n_nodes; i++) {
+            const kiln_node *n = &g->nodes[i];
+            const kiln_value *o = &g->values[n->out];
+            printf("%s{\"name\": ", i ? ", " : "");
+            json_str(n->name);
+            printf(", \"op\": \"%s\", \"backend\": ", kiln_op_name(n->op));
+            json_str(m->backends[n->backend]);
+            printf(", \"fallback\": %s, \"inputs\": [", kiln_program_node_is_fallback(p, n) ? "true" : "false");
+            for (int j = 0; j < n->n_in; j++) {
+                printf("%s", j ? ", " : "");
+                json_str(g->values[n->in[j]].name);
+            }
+            printf("], \"output_dtype\": \"%s\", \"output_shape\": ", kiln_dtype_name(o->dtype));
+            shape_json(o->ndim, o->ne);
+            printf(", \"output_kind\": \"%s\"}", kind_name(o->kind));
+        }
+        printf("]}");
+    }
+    printf("]}\n");
+}
+
+int kiln_cmd_info(int argc, char **argv) {
+    const char *cmd = "info", *path = NULL;
+    int json = 0, verify = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(HELP, stdout);
+            return KILN_EXIT_OK;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (!strcmp(a, "--verify")) {
+            verify = 1;
+        } else if (a[0] == '-' && a[1]) {
+            return kiln_cli_usage_error(cmd, "unknown option '%s'", a);
+        } else if (!path) {
+            path = a;
+        } else {
+            return kiln_cli_usage_error(cmd, "more than one program given");
+        }
+    }
+    if (!path) return kiln_cli_usage_error(cmd, "no program given");
+    kiln_program *p;
+    kiln_status st = kiln_program_open(path, &p);
+    if (st) return kiln_cli_fail(cmd, st);
+    if (verify && (st = kiln_program_verify(p))) {
+        kiln_program_close(p);
+        return kiln_cli_fail(cmd, st);
+    }
+    if (json) print_json(p, verify);
+    else print_text(p, verify);
+    kiln_program_close(p);
+    return KILN_EXIT_OK;
+}
