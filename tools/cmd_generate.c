@@ -193,7 +193,10 @@ int kiln_cmd_generate(int argc, char **argv) {
         goto done;
     }
     printf("\n");
-    if (kiln_cli_interrupted) rc = KILN_EXIT_INTERRUPTED;
+    if (kiln_cli_interrupted) {
+        fprintf(stderr, "kiln generate: interrupted after %d tokens\n", res.n_generated);
+        rc = KILN_EXIT_INTERRUPTED;
+    }
 done:
     free(ids);
     kiln_tokenizer_free(tok);

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# test.sh: the whole test suite, as CI runs it.
+#   1. installs what the tests need when it is missing (Debian packages);
+#   2. a normal build with -Werror, then ctest;
+#   3. an AddressSanitizer + UndefinedBehaviorSanitizer build, then ctest;
+#   4. each libFuzzer target briefly (KILN_FUZZ_SECONDS, default 20; 0 skips).
+# Build folders: build-test/, build-asan/, build-fuzz/ under the repo.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+JOBS=$(nproc 2>/dev/null || echo 2)
+
+need=()
+command -v cmake >/dev/null || need+=(cmake)
+command -v ninja >/dev/null || need+=(ninja-build)
+command -v cc >/dev/null || need+=(gcc)
+command -v clang >/dev/null || need+=(clang)
+command -v python3 >/dev/null || need+=(python3)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "== installing: ${need[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+fi
+
+echo "== build (-Werror)"
+cmake -S . -B build-test -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON >/dev/null
+cmake --build build-test -j "$JOBS"
+(cd build-test && ctest --output-on-failure -j "$JOBS")
+
+echo "== build (AddressSanitizer + UndefinedBehaviorSanitizer)"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_WERROR=ON -DKILN_SANITIZE=ON >/dev/null
+cmake --build build-asan -j "$JOBS"
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --output-on-failure -j "$JOBS")
+
+FUZZ_SECONDS=${KILN_FUZZ_SECONDS:-20}
+if [ "$FUZZ_SECONDS" != 0 ] && [ -x scripts/fuzz.sh ]; then
+  echo "== fuzz (${FUZZ_SECONDS}s per target)"
+  bash scripts/fuzz.sh "$FUZZ_SECONDS"
+fi
+echo "== all tests passed"
