@@ -62,6 +62,19 @@ else
   skip=$((skip + 1)); echo "skip info_json (no python3)"
 fi
 
+# The test backend told to refuse ops: those nodes run on ref, marked fallback.
+expect compile_test_backend 0 "wrote" -- "$KILN" compile "$M" --tokenizer "$T" -o "$WORK/fb.kiln" --backend "test:refuse=rms_norm+swiglu"
+expect info_fallback_count 0 "nodes (37, 7 fallback)" -- "$KILN" info "$WORK/fb.kiln"
+if command -v python3 >/dev/null && "$KILN" info "$WORK/fb.kiln" --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+for m in d["methods"]:
+    for n in m["nodes"]:
+        refused = n["op"] in ("rms_norm", "swiglu")
+        assert n["fallback"] == refused and n["backend"] == ("ref" if refused else "test"), n
+'; then ok info_fallback_json; else bad info_fallback_json; fi
+expect compile_refuse_unknown_op 1 "refuse names unknown op 'conv'" -- "$KILN" compile "$M" -o "$WORK/x.kiln" --backend "test:refuse=conv"
+
 # Damage one weight byte: opening still works, --verify names the section.
 cp "$P" "$WORK/bad.kiln"
 size=$(stat -c %s "$WORK/bad.kiln")
