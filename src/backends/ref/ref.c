@@ -8,31 +8,15 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "quant/quant.h"
 
-/* Expands one weight row of `n` elements to f32. Returns a pointer to the
- * f32 row: the row itself for f32 weights, else `tmp`. */
+/* One weight row as f32: the row itself for f32 weights, else expanded into
+ * `tmp` (n floats). NULL when the dtype has no reader. */
 static const float *weight_row(const kiln_tensor *w, int64_t row, float *tmp) {
     int64_t n = w->ne[1];
-    size_t rb = kiln_dtype_row_bytes(w->dtype, n);
-    const uint8_t *p = (const uint8_t *)w->data + (size_t)row * rb;
-    switch (w->dtype) {
-    case KILN_F32: return (const float *)p;
-    case KILN_F16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, p + 2 * i, 2);
-            tmp[i] = kiln_f16_to_f32(h);
-        }
-        return tmp;
-    case KILN_BF16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, p + 2 * i, 2);
-            tmp[i] = kiln_bf16_to_f32(h);
-        }
-        return tmp;
-    default: return NULL;
-    }
+    const uint8_t *p = (const uint8_t *)w->data + (size_t)row * kiln_dtype_row_bytes(w->dtype, n);
+    if (w->dtype == KILN_F32) return (const float *)p;
+    return kiln_dequant_row(w->dtype, p, tmp, n) == KILN_OK ? tmp : NULL;
 }
 
 static kiln_status unsupported_dtype(const kiln_tensor *w) {

@@ -1,0 +1,161 @@
+/* quant.c: reference (de)quantization of the block formats (see quant.h).
+ * Written for clarity; the cpu backend has the fast paths. */
+#include <math.h>
+#include <string.h>
+
+#include "quant/quant.h"
+
+static float h2f(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return kiln_f16_to_f32(h);
+}
+
+static void f2h(uint8_t *p, float f) {
+    uint16_t h = kiln_f32_to_f16(f);
+    memcpy(p, &h, 2);
+}
+
+/* Q4_K packs eight 6-bit scales and eight 6-bit mins into 12 bytes: the
+ * first four of each sit in the low 6 bits of bytes 0..3 (scales) and 4..7
+ * (mins); the last four take their low 4 bits from bytes 8..11 and their
+ * high 2 bits from the top of bytes 0..3 (scales) and 4..7 (mins). */
+static void q4k_scale_min(int j, const uint8_t *s, int *sc, int *mn) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *mn = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+kiln_status kiln_dequant_row(kiln_dtype t, const void *src, float *y, int64_t n) {
+    const uint8_t *p = src;
+    switch (t) {
+    case KILN_F32: memcpy(y, src, (size_t)n * 4); return KILN_OK;
+    case KILN_F16:
+        for (int64_t i = 0; i < n; i++) y[i] = h2f(p + 2 * i);
+        return KILN_OK;
+    case KILN_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            y[i] = kiln_bf16_to_f32(h);
+        }
+        return KILN_OK;
+    case KILN_Q8_0:
+        for (int64_t b = 0; b < n / 32; b++, p += 34, y += 32) {
+            float d = h2f(p);
+            for (int j = 0; j < 32; j++) y[j] = d * (float)(int8_t)p[2 + j];
+        }
+        return KILN_OK;
+    case KILN_Q4_0:
+        for (int64_t b = 0; b < n / 32; b++, p += 18, y += 32) {
+            float d = h2f(p);
+            for (int j = 0; j < 16; j++) {
+                y[j] = d * (float)((p[2 + j] & 0x0F) - 8);
+                y[j + 16] = d * (float)((p[2 + j] >> 4) - 8);
+            }
+        }
+        return KILN_OK;
+    case KILN_Q4_1:
+        for (int64_t b = 0; b < n / 32; b++, p += 20, y += 32) {
+            float d = h2f(p), m = h2f(p + 2);
+            for (int j = 0; j < 16; j++) {
+                y[j] = d * (float)(p[4 + j] & 0x0F) + m;
+                y[j + 16] = d * (float)(p[4 + j] >> 4) + m;
+            }
+        }
+        return KILN_OK;
+    case KILN_Q4_K:
+        for (int64_t b = 0; b < n / 256; b++, p += 144) {
+            float d = h2f(p), dmin = h2f(p + 2);
+            const uint8_t *sc = p + 4, *q = p + 16;
+            for (int j = 0; j < 8; j += 2, q += 32, y += 64) {
+                int s0, m0, s1, m1;
+                q4k_scale_min(j, sc, &s0, &m0);
+                q4k_scale_min(j + 1, sc, &s1, &m1);
+                float d0 = d * (float)s0, n0 = dmin * (float)m0;
+                float d1 = d * (float)s1, n1 = dmin * (float)m1;
+                for (int l = 0; l < 32; l++) {
+                    y[l] = d0 * (float)(q[l] & 0x0F) - n0;
+                    y[l + 32] = d1 * (float)(q[l] >> 4) - n1;
+                }
+            }
+        }
+        return KILN_OK;
+    case KILN_Q6_K:
+        for (int64_t b = 0; b < n / 256; b++, p += 210) {
+            const uint8_t *ql = p, *qh = p + 128;
+            const int8_t *sc = (const int8_t *)(p + 192);
+            float d = h2f(p + 208);
+            /* Two halves of 128 values; in each, value l + 32k takes 4 low
+             * bits from ql and 2 high bits from qh. */
+            for (int half = 0; half < 2; half++, ql += 64, qh += 32, sc += 8, y += 128)
+                for (int l = 0; l < 32; l++) {
+                    int is = l / 16;
+                    int q1 = ((ql[l] & 0x0F) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                    int q2 = ((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                    int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                    int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                    y[l] = d * (float)sc[is] * (float)q1;
+                    y[l + 32] = d * (float)sc[is + 2] * (float)q2;
+                    y[l + 64] = d * (float)sc[is + 4] * (float)q3;
+                    y[l + 96] = d * (float)sc[is + 6] * (float)q4;
+                }
+        }
+        return KILN_OK;
+    case KILN_I32: break;
+    }
+    return kiln_error(KILN_ERR_UNSUPPORTED, "no reader for dtype %s", kiln_dtype_name(t) ? kiln_dtype_name(t) : "?");
+}
+
+kiln_status kiln_quant_row(kiln_dtype t, const float *x, void *dst, int64_t n) {
+    uint8_t *p = dst;
+    switch (t) {
+    case KILN_F32: memcpy(dst, x, (size_t)n * 4); return KILN_OK;
+    case KILN_F16:
+        for (int64_t i = 0; i < n; i++) f2h(p + 2 * i, x[i]);
+        return KILN_OK;
+    case KILN_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h = kiln_f32_to_bf16(x[i]);
+            memcpy(p + 2 * i, &h, 2);
+        }
+        return KILN_OK;
+    case KILN_Q8_0:
+        for (int64_t b = 0; b < n / 32; b++, p += 34, x += 32) {
+            float amax = 0;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+            float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+            f2h(p, d);
+            for (int j = 0; j < 32; j++) p[2 + j] = (uint8_t)(int8_t)lroundf(x[j] * id);
+        }
+        return KILN_OK;
+    case KILN_Q4_0:
+        for (int64_t b = 0; b < n / 32; b++, p += 18, x += 32) {
+            /* The scale maps the value of largest magnitude to -8, so the
+             * full range -8..7 is used. */
+            float amax = 0, max = 0;
+            for (int j = 0; j < 32; j++)
+                if (fabsf(x[j]) > amax) {
+                    amax = fabsf(x[j]);
+                    max = x[j];
+                }
+            float d = max / -8.0f, id = d ? 1.0f / d : 0.0f;
+            f2h(p, d);
+            for (int j = 0; j < 16; j++) {
+                int a = (int)fminf(15.0f, floorf(x[j] * id + 8.5f));
+                int c = (int)fminf(15.0f, floorf(x[j + 16] * id + 8.5f));
+                if (a < 0) a = 0;
+                if (c < 0) c = 0;
+                p[2 + j] = (uint8_t)(a | (c << 4));
+            }
+        }
+        return KILN_OK;
+    default: break;
+    }
+    return kiln_error(KILN_ERR_UNSUPPORTED, "cannot quantize to %s (supported: f32, f16, bf16, q8_0, q4_0)",
+                      kiln_dtype_name(t) ? kiln_dtype_name(t) : "?");
+}

@@ -1,0 +1,139 @@
+/* test_quant.c: every block format against vectors computed by hand from
+ * the layout (not by the code under test), and quantize -> dequantize
+ * round trips within each format's error bound. */
+#include "harness.h"
+#include "quant/quant.h"
+
+static void put_f16(uint8_t *p, float f) {
+    uint16_t h = kiln_f32_to_f16(f);
+    memcpy(p, &h, 2);
+}
+
+TEST(q8_0_hand_vector) {
+    uint8_t b[34];
+    put_f16(b, 0.5f);
+    for (int j = 0; j < 32; j++) b[2 + j] = (uint8_t)(int8_t)(j - 16); /* -16..15 */
+    float y[32];
+    ASSERT_OK(kiln_dequant_row(KILN_Q8_0, b, y, 32));
+    for (int j = 0; j < 32; j++) ASSERT_NEAR(y[j], 0.5 * (j - 16), 0);
+}
+
+TEST(q4_0_hand_vector) {
+    uint8_t b[18];
+    put_f16(b, 2.0f);
+    for (int j = 0; j < 16; j++) b[2 + j] = (uint8_t)(j | ((15 - j) << 4));
+    float y[32];
+    ASSERT_OK(kiln_dequant_row(KILN_Q4_0, b, y, 32));
+    /* low nibble j -> value j, high nibble 15-j -> value j+16 */
+    for (int j = 0; j < 16; j++) {
+        ASSERT_NEAR(y[j], 2.0 * (j - 8), 0);
+        ASSERT_NEAR(y[j + 16], 2.0 * ((15 - j) - 8), 0);
+    }
+}
+
+TEST(q4_1_hand_vector) {
+    uint8_t b[20];
+    put_f16(b, 0.25f);
+    put_f16(b + 2, -1.0f);
+    for (int j = 0; j < 16; j++) b[4 + j] = (uint8_t)((j & 15) | (3 << 4));
+    float y[32];
+    ASSERT_OK(kiln_dequant_row(KILN_Q4_1, b, y, 32));
+    for (int j = 0; j < 16; j++) {
+        ASSERT_NEAR(y[j], 0.25 * j - 1.0, 0);
+        ASSERT_NEAR(y[j + 16], 0.25 * 3 - 1.0, 0);
+    }
+}
+
+TEST(q4_K_hand_vector) {
+    uint8_t b[144];
+    memset(b, 0, sizeof b);
+    put_f16(b, 0.5f);      /* d */
+    put_f16(b + 2, 0.25f); /* dmin */
+    uint8_t *s = b + 4, *q = b + 16;
+    /* Sub-block scales 1..8 and mins 8..1, packed by hand:
+     * j<4: scale = s[j]&63, min = s[j+4]&63;
+     * j>=4: scale = (s[j+4]&15) | (s[j-4]>>6)<<4, min = (s[j+4]>>4) | (s[j]>>6)<<4.
+     * Scales 5..8 and mins 4..1 fit in 4 bits, so the top bits stay 0. */
+    int sc[8] = {1, 2, 3, 4, 5, 6, 7, 40}, mn[8] = {8, 7, 6, 5, 4, 3, 2, 33};
+    for (int j = 0; j < 4; j++) {
+        s[j] = (uint8_t)sc[j];
+        s[j + 4] = (uint8_t)mn[j];
+    }
+    for (int j = 4; j < 8; j++) {
+        s[j + 4] = (uint8_t)((sc[j] & 15) | ((mn[j] & 15) << 4));
+        s[j - 4] |= (uint8_t)((sc[j] >> 4) << 6);
+        s[j] |= (uint8_t)((mn[j] >> 4) << 6);
+    }
+    for (int i = 0; i < 128; i++) q[i] = (uint8_t)((i % 16) | (((i + 5) % 16) << 4));
+    float y[256];
+    ASSERT_OK(kiln_dequant_row(KILN_Q4_K, b, y, 256));
+    /* Values 64c..64c+31 use sub-block 2c and the low nibbles of q[32c..];
+     * values 64c+32.. use sub-block 2c+1 and the high nibbles. */
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            int lo = (32 * c + l) % 16, hi = (32 * c + l + 5) % 16;
+            ASSERT_NEAR(y[64 * c + l], 0.5 * sc[2 * c] * lo - 0.25 * mn[2 * c], 0);
+            ASSERT_NEAR(y[64 * c + 32 + l], 0.5 * sc[2 * c + 1] * hi - 0.25 * mn[2 * c + 1], 0);
+        }
+}
+
+TEST(q6_K_hand_vector) {
+    uint8_t b[210];
+    memset(b, 0, sizeof b);
+    uint8_t *ql = b, *qh = b + 128;
+    int8_t *sc = (int8_t *)(b + 192);
+    put_f16(b + 208, 0.125f);
+    for (int i = 0; i < 16; i++) sc[i] = (int8_t)(i - 8);
+    /* Choose every 6-bit value v(i) = (i * 7) % 64 for i in 0..255 and pack
+     * it by the layout: in half h (128 values), value l + 32k (k=0..3, l<32):
+     * low 4 bits: k=0 ql[l] lo, k=1 ql[l+32] lo, k=2 ql[l] hi, k=3 ql[l+32] hi;
+     * high 2 bits: qh[l] bits 2k..2k+1. */
+    int v[256];
+    for (int i = 0; i < 256; i++) v[i] = (i * 7) % 64;
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++)
+            for (int k = 0; k < 4; k++) {
+                int val = v[128 * h + 32 * k + l];
+                uint8_t *dst = ql + 64 * h + l + (k & 1) * 32;
+                *dst |= (uint8_t)((val & 15) << (k >= 2 ? 4 : 0));
+                qh[32 * h + l] |= (uint8_t)((val >> 4) << (2 * k));
+            }
+    float y[256];
+    ASSERT_OK(kiln_dequant_row(KILN_Q6_K, b, y, 256));
+    for (int i = 0; i < 256; i++) /* scale index: 16 values per scale */
+        ASSERT_NEAR(y[i], 0.125 * (double)sc[i / 16] * (v[i] - 32), 0);
+}
+
+TEST(quantize_round_trips) {
+    unsigned long long s = 3;
+    float x[256], y[256];
+    uint8_t buf[1024];
+    for (int i = 0; i < 256; i++) x[i] = kt_randf(&s) * 3.0f;
+    x[5] = 0; /* and a block of zeros */
+    static const struct {
+        kiln_dtype t;
+        /* bound on |err| / block max: half a step, except q4_0, whose
+         * step is max/8 and whose top code (7) clips the far side by a step */
+        double rel;
+    } cases[] = {{KILN_F16, 1e-3}, {KILN_BF16, 8e-3}, {KILN_Q8_0, 1.0 / 254 + 1e-3}, {KILN_Q4_0, 1.0 / 8 + 1e-3}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        ASSERT_OK(kiln_quant_row(cases[c].t, x, buf, 256));
+        ASSERT_OK(kiln_dequant_row(cases[c].t, buf, y, 256));
+        for (int b = 0; b < 8; b++) {
+            double amax = 0;
+            for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(x[32 * b + j]));
+            for (int j = 0; j < 32; j++)
+                ASSERT_MSG(fabs(y[32 * b + j] - x[32 * b + j]) <= cases[c].rel * amax,
+                           "%s: value %d: %g -> %g", kiln_dtype_name(cases[c].t), 32 * b + j, x[32 * b + j], y[32 * b + j]);
+        }
+    }
+    float zeros[32] = {0};
+    ASSERT_OK(kiln_quant_row(KILN_Q4_0, zeros, buf, 32));
+    ASSERT_OK(kiln_dequant_row(KILN_Q4_0, buf, y, 32));
+    for (int j = 0; j < 32; j++) ASSERT_NEAR(y[j], 0, 0);
+    ASSERT_EQ_I(kiln_quant_row(KILN_Q6_K, x, buf, 256), KILN_ERR_UNSUPPORTED);
+    ASSERT_CONTAINS(kiln_last_error(), "cannot quantize to q6_K");
+}
+
+TEST_MAIN(q8_0_hand_vector, q4_0_hand_vector, q4_1_hand_vector, q4_K_hand_vector, q6_K_hand_vector,
+          quantize_round_trips)
