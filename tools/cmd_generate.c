@@ -130,7 +130,8 @@ int kiln_cmd_generate(int argc, char **argv) {
     int32_t *ids = NULL;
     int n_ids = 0, rc = KILN_EXIT_OK;
     kiln_status st = kiln_program_open(model, &prog);
-    if (!st) st = kiln_tokenizer_from_program(prog, &tok);
+    /* Ids in, ids out needs no tokenizer. */
+    if (!st && !(prompt_ids && print_ids)) st = kiln_tokenizer_from_program(prog, &tok);
     if (st) {
         rc = kiln_cli_fail(cmd, st);
         goto done;
@@ -174,7 +175,7 @@ int kiln_cmd_generate(int argc, char **argv) {
         goto done;
     }
     /* Echo the prompt in text mode, as run.c does (BOS itself is not shown). */
-    if (!print_ids) {
+    if (!print_ids) { /* tok is set: text mode needs it */
         int bos = kiln_tokenizer_bos(tok);
         for (int i = 0; i < n_ids; i++) {
             if (i == 0 && ids[0] == bos) {

@@ -56,7 +56,10 @@ void kiln_graph_free(kiln_graph *g) {
 void kiln_module_free(kiln_module *m) {
     if (!m) return;
     for (int i = 0; i < m->n_meta; i++) meta_clear(&m->meta[i]);
-    for (int i = 0; i < m->n_consts; i++) kiln_free(m->consts[i].name);
+    for (int i = 0; i < m->n_consts; i++) {
+        kiln_free(m->consts[i].name);
+        kiln_free(m->consts[i].owned);
+    }
     for (int i = 0; i < m->n_states; i++) kiln_free(m->states[i].name);
     for (int i = 0; i < m->n_methods; i++) kiln_graph_free(&m->methods[i]);
     for (int i = 0; i < m->n_backends; i++) kiln_free(m->backends[i]);
@@ -155,6 +158,40 @@ kiln_status kiln_meta_set_int_array(kiln_module *m, const char *key, const int64
     return KILN_OK;
 }
 
+kiln_status kiln_meta_set_int_array_owned(kiln_module *m, const char *key, int64_t *v, uint32_t n) {
+    kiln_meta *e = meta_slot(m, key, KILN_META_INT_ARRAY);
+    if (!e) {
+        kiln_free(v);
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    }
+    e->ia = v;
+    e->n = n;
+    return KILN_OK;
+}
+
+kiln_status kiln_meta_set_float_array_owned(kiln_module *m, const char *key, double *v, uint32_t n) {
+    kiln_meta *e = meta_slot(m, key, KILN_META_FLOAT_ARRAY);
+    if (!e) {
+        kiln_free(v);
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    }
+    e->fa = v;
+    e->n = n;
+    return KILN_OK;
+}
+
+kiln_status kiln_meta_set_str_array_owned(kiln_module *m, const char *key, char **v, uint32_t n) {
+    kiln_meta *e = meta_slot(m, key, KILN_META_STR_ARRAY);
+    if (!e) {
+        for (uint32_t i = 0; i < n; i++) kiln_free(v[i]);
+        kiln_free(v);
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    }
+    e->sa = v;
+    e->n = n;
+    return KILN_OK;
+}
+
 /* ---- constants and state ------------------------------------------------- */
 
 static int check_shape(const char *what, const char *name, kiln_dtype dtype, int ndim,
@@ -206,6 +243,43 @@ int kiln_module_add_const(kiln_module *m, const char *name, kiln_dtype dtype, in
 oom:
     kiln_error(KILN_ERR_NOMEM, "out of memory adding constant '%s'", name);
     return -1;
+}
+
+int kiln_module_add_const_owned(kiln_module *m, const char *name, kiln_dtype dtype, int ndim,
+                                const int64_t *ne, void *data) {
+    int k = kiln_module_add_const(m, name, dtype, ndim, ne, data);
+    if (k < 0) kiln_free(data);
+    else m->consts[k].owned = data;
+    return k;
+}
+
+kiln_status kiln_module_prune_consts(kiln_module *m) {
+    int *map = kiln_malloc(sizeof(int) * (size_t)(m->n_consts + 1));
+    if (!map) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < m->n_consts; i++) map[i] = -1;
+    for (int k = 0; k < m->n_methods; k++)
+        for (int i = 0; i < m->methods[k].n_values; i++) {
+            const kiln_value *v = &m->methods[k].values[i];
+            if (v->kind == KILN_VAL_CONST && v->ref >= 0 && v->ref < m->n_consts) map[v->ref] = 1;
+        }
+    int n = 0;
+    for (int i = 0; i < m->n_consts; i++) {
+        if (map[i] < 0) {
+            kiln_free(m->consts[i].name);
+            kiln_free(m->consts[i].owned);
+            continue;
+        }
+        map[i] = n;
+        m->consts[n++] = m->consts[i];
+    }
+    m->n_consts = n;
+    for (int k = 0; k < m->n_methods; k++)
+        for (int i = 0; i < m->methods[k].n_values; i++) {
+            kiln_value *v = &m->methods[k].values[i];
+            if (v->kind == KILN_VAL_CONST && v->ref >= 0) v->ref = map[v->ref];
+        }
+    kiln_free(map);
+    return KILN_OK;
 }
 
 int kiln_module_add_state(kiln_module *m, const char *name, kiln_dtype dtype, int ndim,

@@ -69,6 +69,7 @@ typedef struct kiln_const {
     uint64_t nbytes;
     const void *data; /* borrowed: the checkpoint's map at compile time, the program's at run time */
     uint64_t file_offset; /* offset inside the weights section (reader/writer) */
+    void *owned;          /* data the module owns (converted weights), freed with it */
 } kiln_const;
 
 typedef struct kiln_state {
@@ -120,12 +121,21 @@ kiln_status kiln_meta_set_int(kiln_module *m, const char *key, int64_t v);
 kiln_status kiln_meta_set_float(kiln_module *m, const char *key, double v);
 kiln_status kiln_meta_set_str(kiln_module *m, const char *key, const char *v);
 kiln_status kiln_meta_set_int_array(kiln_module *m, const char *key, const int64_t *v, uint32_t n);
+/* Array setters that take ownership of `v` (from kiln_malloc), also on failure. */
+kiln_status kiln_meta_set_int_array_owned(kiln_module *m, const char *key, int64_t *v, uint32_t n);
+kiln_status kiln_meta_set_float_array_owned(kiln_module *m, const char *key, double *v, uint32_t n);
+kiln_status kiln_meta_set_str_array_owned(kiln_module *m, const char *key, char **v, uint32_t n);
 const kiln_meta *kiln_meta_find(const kiln_module *m, const char *key);
 int64_t kiln_meta_int_or(const kiln_module *m, const char *key, int64_t fallback);
 
 /* Adds a constant that borrows `data`; returns its index or -1 (error set). */
 int kiln_module_add_const(kiln_module *m, const char *name, kiln_dtype dtype, int ndim,
                           const int64_t *ne, const void *data);
+/* Same, taking ownership of `data` (from kiln_malloc), also on failure. */
+int kiln_module_add_const_owned(kiln_module *m, const char *name, kiln_dtype dtype, int ndim,
+                                const int64_t *ne, void *data);
+/* Drops constants no method uses (and renumbers the references). */
+kiln_status kiln_module_prune_consts(kiln_module *m);
 int kiln_module_add_state(kiln_module *m, const char *name, kiln_dtype dtype, int ndim,
                           const int64_t *ne);
 int kiln_module_find_const(const kiln_module *m, const char *name);

@@ -3,8 +3,8 @@
  * context is checked before any work. */
 #include <string.h>
 
+#include "kiln/kiln_llm.h"
 #include "llm/sampler.h"
-#include "llm/tokenizer.h"
 #include "runtime/runtime.h"
 
 void kiln_generate_options_init(kiln_generate_options *o) {
@@ -17,8 +17,22 @@ void kiln_generate_options_init(kiln_generate_options *o) {
 /* Looks up the two LLM methods and their input indices. */
 typedef struct {
     int prefill, decode;
+    int pre_tokens, pre_pos, pre_all, dec_tokens, dec_pos; /* input indices, by name */
     int prefill_max, ctx, vocab;
+    const int64_t *end_ids; /* tokens that end generation (from the program) */
+    int n_end;
 } llm_methods;
+
+static kiln_status input_index(const kiln_program *p, int method, const char *name, int *index) {
+    kiln_tensor_info info;
+    for (int i = 0; i < kiln_method_input_count(p, method); i++)
+        if (kiln_method_input_info(p, method, i, &info) == KILN_OK && !strcmp(info.name, name)) {
+            *index = i;
+            return KILN_OK;
+        }
+    return kiln_error(KILN_ERR_FORMAT, "not an LLM program: method '%s' has no input '%s'",
+                      kiln_program_method_name(p, method), name);
+}
 
 static kiln_status find_methods(const kiln_program *p, llm_methods *lm) {
     kiln_status st;
@@ -29,6 +43,15 @@ static kiln_status find_methods(const kiln_program *p, llm_methods *lm) {
     if ((st = kiln_program_meta_int(p, "llm.context_length", &ctx)) ||
         (st = kiln_program_meta_int(p, "llm.vocab_size", &vocab)))
         return kiln_error_wrap(st, "not an LLM program");
+    if ((st = input_index(p, lm->prefill, "tokens", &lm->pre_tokens)) ||
+        (st = input_index(p, lm->prefill, "pos", &lm->pre_pos)) ||
+        (st = input_index(p, lm->prefill, "all_logits", &lm->pre_all)) ||
+        (st = input_index(p, lm->decode, "tokens", &lm->dec_tokens)) ||
+        (st = input_index(p, lm->decode, "pos", &lm->dec_pos)))
+        return st;
+    const kiln_meta *end = kiln_meta_find(&p->mod, "llm.end_token_ids");
+    lm->end_ids = end && end->type == KILN_META_INT_ARRAY ? end->ia : NULL;
+    lm->n_end = lm->end_ids ? (int)end->n : 0;
     lm->prefill_max = p->mod.methods[lm->prefill].max_tokens;
     lm->ctx = (int)ctx;
     lm->vocab = (int)vocab;
@@ -41,13 +64,13 @@ static kiln_status prefill_chunks(kiln_session *s, const llm_methods *lm, const 
                                   int n, int pos, const float **logits) {
     int32_t zero = 0;
     int64_t one = 1;
-    kiln_status st = kiln_session_set_input(s, lm->prefill, 2, &zero, KILN_I32, 1, &one);
+    kiln_status st = kiln_session_set_input(s, lm->prefill, lm->pre_all, &zero, KILN_I32, 1, &one);
     for (int done = 0; !st && done < n;) {
         int chunk = n - done < lm->prefill_max ? n - done : lm->prefill_max;
         int64_t len = chunk;
         int32_t p = pos + done;
-        if ((st = kiln_session_set_input(s, lm->prefill, 0, tokens + done, KILN_I32, 1, &len)) ||
-            (st = kiln_session_set_input(s, lm->prefill, 1, &p, KILN_I32, 1, &one)) ||
+        if ((st = kiln_session_set_input(s, lm->prefill, lm->pre_tokens, tokens + done, KILN_I32, 1, &len)) ||
+            (st = kiln_session_set_input(s, lm->prefill, lm->pre_pos, &p, KILN_I32, 1, &one)) ||
             (st = kiln_session_execute(s, lm->prefill)))
             return st;
         done += chunk;
@@ -64,8 +87,8 @@ static kiln_status decode_one(kiln_session *s, const llm_methods *lm, int32_t to
     int64_t one = 1;
     int32_t p = pos;
     kiln_status st;
-    if ((st = kiln_session_set_input(s, lm->decode, 0, &token, KILN_I32, 1, &one)) ||
-        (st = kiln_session_set_input(s, lm->decode, 1, &p, KILN_I32, 1, &one)) ||
+    if ((st = kiln_session_set_input(s, lm->decode, lm->dec_tokens, &token, KILN_I32, 1, &one)) ||
+        (st = kiln_session_set_input(s, lm->decode, lm->dec_pos, &p, KILN_I32, 1, &one)) ||
         (st = kiln_session_execute(s, lm->decode)))
         return st;
     const void *out;
@@ -107,8 +130,6 @@ kiln_status kiln_generate(kiln_session *s, const int32_t *prompt, int n_prompt,
     int limit = o->n_predict >= 0 ? o->n_predict : lm.ctx - n_prompt;
     float *probs = o->temperature > 0 ? kiln_malloc(sizeof(float) * (size_t)lm.vocab) : NULL;
     if (o->temperature > 0 && !probs) return kiln_error(KILN_ERR_NOMEM, "out of memory");
-    kiln_tokenizer *tok = NULL; /* for end tokens; a program without one never stops early */
-    if (p->mod.tokenizer_len && (st = kiln_tokenizer_from_program(p, &tok))) goto done;
     if ((st = kiln_session_reset(s))) goto done;
     uint64_t rng = o->seed ? o->seed : 0x9E3779B97F4A7C15ull;
     double t0 = kiln_now_ms();
@@ -120,7 +141,9 @@ kiln_status kiln_generate(kiln_session *s, const int32_t *prompt, int n_prompt,
     int pos = n_prompt;
     while (res->n_generated < limit) {
         int next = kiln_sample(logits, lm.vocab, o->temperature, &rng, probs);
-        if (tok && kiln_tokenizer_is_end(tok, next)) {
+        int is_end = 0;
+        for (int e = 0; e < lm.n_end; e++) is_end |= lm.end_ids[e] == next;
+        if (is_end) {
             res->stopped_at_end = 1;
             break;
         }
@@ -132,7 +155,6 @@ kiln_status kiln_generate(kiln_session *s, const int32_t *prompt, int n_prompt,
     }
     res->decode_ms = kiln_now_ms() - t1;
 done:
-    kiln_tokenizer_free(tok);
     kiln_free(probs);
     return st;
 }

@@ -38,7 +38,6 @@ void kiln_tokenizer_free(kiln_tokenizer *t) {
 int kiln_tokenizer_vocab_size(const kiln_tokenizer *t) { return t->n_vocab; }
 int kiln_tokenizer_bos(const kiln_tokenizer *t) { return t->bos; }
 int kiln_tokenizer_eos(const kiln_tokenizer *t) { return t->eos; }
-int kiln_tokenizer_is_end(const kiln_tokenizer *t, int id) { return id == t->bos && t->bos >= 0; }
 
 static int cmp_bytes(const char *a, uint32_t la, const char *b, uint32_t lb) {
     int c = memcmp(a, b, la < lb ? la : lb);

@@ -12,7 +12,5 @@ void kiln_tokenizer_serialize(const kiln_tokenizer *tok, kiln_wbuf *b);
 /* Parses the program-section form (checks every field). */
 kiln_status kiln_tokenizer_deserialize(const uint8_t *data, size_t len, const char *what,
                                        kiln_tokenizer **out);
-/* Token ids that end generation (llama2.c models: BOS). */
-int kiln_tokenizer_is_end(const kiln_tokenizer *tok, int id);
 
 #endif

@@ -25,7 +25,63 @@ kiln_status kiln_llama_check(const kiln_llama_config *c, const char *src) {
     CHECK(c->n_vocab > 0 && c->n_vocab <= 1 << 22, "%s: vocabulary size %d out of range 1..4194304", src, c->n_vocab);
     CHECK(c->n_ctx_train > 0 && c->n_ctx_train <= 1 << 24, "%s: context length %d out of range", src, c->n_ctx_train);
     CHECK(c->norm_eps > 0 && c->norm_eps < 1, "%s: norm epsilon %g out of range (0, 1)", src, c->norm_eps);
+    CHECK(c->n_rot >= 0 && c->n_rot <= c->head_dim && c->n_rot % 2 == 0,
+          "%s: rope dimension count %d must be even and at most the head size %d", src, c->n_rot, c->head_dim);
     CHECK(c->rope_theta > 0 && isfinite(c->rope_theta), "%s: rope theta %g must be positive", src, c->rope_theta);
+    return KILN_OK;
+}
+
+kiln_status kiln_llama_check_weights(const kiln_module *m, const kiln_llama_config *c, const char *src) {
+    int64_t D = c->n_embd, F = c->n_ff, V = c->n_vocab, hd = c->head_dim;
+    int64_t qd = (int64_t)c->n_head * hd, kvd = (int64_t)c->n_head_kv * hd;
+    int n_rot = c->n_rot ? c->n_rot : c->head_dim;
+    struct {
+        const char *name;
+        int ndim;
+        int64_t a, b;
+        int needed;
+    } w[] = {
+        {"token_embd.weight", 2, V, D, 1},
+        {"output_norm.weight", 1, D, 0, 1},
+        {"output.weight", 2, V, D, !c->tied_output},
+        {"rope_freqs.weight", 1, n_rot / 2, 0, c->rope_freqs},
+        {"blk.%d.attn_norm.weight", 1, D, 0, 1},
+        {"blk.%d.attn_q.weight", 2, qd, D, 1},
+        {"blk.%d.attn_k.weight", 2, kvd, D, 1},
+        {"blk.%d.attn_v.weight", 2, kvd, D, 1},
+        {"blk.%d.attn_output.weight", 2, D, qd, 1},
+        {"blk.%d.attn_q.bias", 1, qd, 0, c->qkv_bias},
+        {"blk.%d.attn_k.bias", 1, kvd, 0, c->qkv_bias},
+        {"blk.%d.attn_v.bias", 1, kvd, 0, c->qkv_bias},
+        {"blk.%d.attn_q_norm.weight", 1, hd, 0, c->qk_norm},
+        {"blk.%d.attn_k_norm.weight", 1, hd, 0, c->qk_norm},
+        {"blk.%d.ffn_norm.weight", 1, D, 0, 1},
+        {"blk.%d.ffn_gate.weight", 2, F, D, 1},
+        {"blk.%d.ffn_up.weight", 2, F, D, 1},
+        {"blk.%d.ffn_down.weight", 2, D, F, 1},
+    };
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++) {
+        if (!w[i].needed) continue;
+        int per_layer = strchr(w[i].name, '%') != NULL;
+        for (int l = 0; l < (per_layer ? c->n_layer : 1); l++) {
+            char name[KILN_NAME_MAX], want[96], got[96];
+            snprintf(name, sizeof name, w[i].name, l);
+            int k = kiln_module_find_const(m, name);
+            int64_t ne[2] = {w[i].a, w[i].b};
+            kiln_shape_str(w[i].ndim, ne, want, sizeof want);
+            if (k < 0)
+                return kiln_error(KILN_ERR_FORMAT, "%s: tensor '%s' is missing (expected shape %s)", src, name, want);
+            const kiln_const *t = &m->consts[k];
+            int same = t->ndim == w[i].ndim && t->ne[0] == ne[0] && (t->ndim == 1 || t->ne[1] == ne[1]);
+            if (!same)
+                return kiln_error(KILN_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected %s", src, name,
+                                  kiln_shape_str(t->ndim, t->ne, got, sizeof got), want);
+            /* Norms, biases and frequency factors are read as f32 by every op. */
+            if (t->ndim == 1 && t->dtype != KILN_F32)
+                return kiln_error(KILN_ERR_UNSUPPORTED, "%s: tensor '%s' is %s; Kiln needs norms and biases in f32",
+                                  src, name, kiln_dtype_name(t->dtype));
+        }
+    }
     return KILN_OK;
 }
 
@@ -71,8 +127,9 @@ static kiln_status build_method(kiln_module *m, const kiln_llama_config *c, cons
     float eps[KILN_MAX_FATTR] = {c->norm_eps};
     float theta[KILN_MAX_FATTR] = {c->rope_theta};
     float div[KILN_MAX_FATTR] = {sqrtf((float)c->head_dim)};
-    int32_t rope_q[KILN_MAX_IATTR] = {c->n_head, c->head_dim, c->rope_mode, c->head_dim};
-    int32_t rope_k[KILN_MAX_IATTR] = {c->n_head_kv, c->head_dim, c->rope_mode, c->head_dim};
+    int n_rot = c->n_rot ? c->n_rot : c->head_dim;
+    int32_t rope_q[KILN_MAX_IATTR] = {c->n_head, c->head_dim, c->rope_mode, n_rot};
+    int32_t rope_k[KILN_MAX_IATTR] = {c->n_head_kv, c->head_dim, c->rope_mode, n_rot};
     int32_t attn[KILN_MAX_IATTR] = {c->n_head, c->n_head_kv, c->head_dim};
     int freqs = c->rope_freqs ? C(&b, "rope_freqs.weight", 0) : -1;
 

@@ -18,6 +18,7 @@ typedef struct kiln_llama_config {
     float norm_eps;
     float rope_theta;
     int rope_mode;      /* KILN_ROPE_ADJACENT or KILN_ROPE_NEOX */
+    int n_rot;          /* rotated dims per head; 0 = head_dim */
     int tied_output;    /* the output projection is token_embd.weight */
     int qk_norm;        /* per-head rms_norm of q and k (Qwen3) */
     int qkv_bias;       /* biases on q, k, v (Qwen2) */
@@ -27,6 +28,10 @@ typedef struct kiln_llama_config {
 /* Checks a config (every field in range, heads dividing widths); errors
  * name the field and the file. */
 kiln_status kiln_llama_check(const kiln_llama_config *c, const char *source);
+
+/* Checks that every weight the config needs is in the module with the shape
+ * it needs (errors name the tensor, the file, expected and found). */
+kiln_status kiln_llama_check_weights(const kiln_module *m, const kiln_llama_config *c, const char *source);
 
 /* Stores the config as metadata and builds the `prefill` (1..prefill
  * tokens at a start position, flag for all-position logits) and `decode`

@@ -6,9 +6,8 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
-#include "import/llama2c.h"
+#include "import/import.h"
 #include "kiln/kiln_compile.h"
-#include "llm/tokenizer.h"
 #include "program/format.h"
 
 #define DEFAULT_PREFILL 128
@@ -59,31 +58,6 @@ static kiln_status partition(kiln_module *m, const char *spec) {
     return kiln_meta_set_str(m, "kiln.backends.requested", spec);
 }
 
-static kiln_status import(const kiln_compile_options *o, kiln_file_map *map, kiln_module *m,
-                          kiln_llama_config *cfg) {
-    kiln_status st = kiln_file_map_open(o->input, map);
-    if (st) return st;
-    /* Only llama2.c checkpoints so far; GGUF and Hugging Face folders come
-     * with their own magic / layout checks. */
-    if (map->size >= 4 && memcmp(map->data, "GGUF", 4) == 0)
-        return kiln_error(KILN_ERR_UNSUPPORTED, "'%s' is a GGUF file; this kiln reads llama2.c checkpoints only",
-                          kiln_basename(o->input));
-    if ((st = kiln_llama2c_import(map, o->input, cfg, m))) return st;
-    if (!o->tokenizer) return KILN_OK;
-    kiln_tokenizer *tok;
-    if ((st = kiln_tokenizer_load_llama2c(o->tokenizer, cfg->n_vocab, &tok))) return st;
-    kiln_wbuf b = {0};
-    kiln_tokenizer_serialize(tok, &b);
-    kiln_tokenizer_free(tok);
-    if (b.failed) {
-        kiln_wbuf_free(&b);
-        return kiln_error(KILN_ERR_NOMEM, "out of memory");
-    }
-    m->tokenizer = b.data;
-    m->tokenizer_len = b.len;
-    return kiln_meta_set_str(m, "tokenizer.model", "llama2c");
-}
-
 kiln_status kiln_compile(const kiln_compile_options *o) {
     if (!o || !o->input || !o->output)
         return kiln_error(KILN_ERR_INVALID_ARG, "compile needs an input and an output path");
@@ -92,13 +66,13 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
                           o->prefill, o->max_seq);
     kiln_module m;
     memset(&m, 0, sizeof m);
-    kiln_file_map map;
-    kiln_llama_config cfg;
+    kiln_import imp;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o->output, (long)getpid());
     int wrote = 0;
-    kiln_status st = import(o, &map, &m, &cfg);
+    kiln_status st = kiln_import_open(o->input, o->tokenizer, &imp, &m);
     if (st) goto done;
+    const kiln_llama_config cfg = imp.cfg;
     int max_seq = o->max_seq ? o->max_seq : (cfg.n_ctx_train < MAX_SEQ_CAP ? cfg.n_ctx_train : MAX_SEQ_CAP);
     int prefill = o->prefill ? o->prefill : DEFAULT_PREFILL;
     if (max_seq > (1 << 20)) {
@@ -108,6 +82,7 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
     if (prefill > max_seq) prefill = max_seq; /* a prefill longer than the context is never usable */
     if ((st = kiln_meta_set_str(&m, "general.source", kiln_basename(o->input)))) goto done;
     if ((st = kiln_llama_build(&m, &cfg, prefill, max_seq))) goto done;
+    if ((st = kiln_module_prune_consts(&m))) goto done; /* weights no method reads */
     if ((st = kiln_module_verify(&m, 0))) goto done;
     if ((st = partition(&m, o->backends ? o->backends : kiln_backend_default()))) goto done;
     for (int i = 0; i < m.n_methods; i++)
@@ -132,6 +107,6 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
 done:
     if (wrote) unlink(tmp);
     kiln_module_free(&m);
-    kiln_file_map_close(&map);
+    kiln_import_close(&imp);
     return st;
 }
