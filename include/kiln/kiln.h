@@ -141,7 +141,8 @@ kiln_status kiln_session_reset(kiln_session *session);
 
 /* Copies `data` into input `input` of `method`. dtype and shape must match
  * the declared input; a dynamic dimension may be 1..its declared maximum.
- * The copy stays until this input is set again or the session is reset.
+ * The copy stays until this input is set again (other methods' calls and
+ * kiln_session_reset, which zeroes state only, leave it in place).
  * KILN_ERR_INVALID_ARG names the input, the expected and the given
  * dtype/shape. */
 kiln_status kiln_session_set_input(kiln_session *session, int method, int input, const void *data,
@@ -154,7 +155,9 @@ kiln_status kiln_session_execute(kiln_session *session, int method);
 
 /* Borrows output `output` of the last execute of `method`: a pointer into the
  * session's arena, valid until the next execute of any method of this
- * session, a reset, or destroy. shape receives the actual shape. */
+ * session, or destroy. shape receives the actual shape. KILN_ERR_INVALID_ARG
+ * when `method` has not run, or another method ran after it (its outputs
+ * were overwritten: the methods share one arena). */
 kiln_status kiln_session_get_output(kiln_session *session, int method, int output,
                                     const void **data, kiln_dtype *dtype, int *ndim,
                                     int64_t shape[KILN_MAX_DIMS]);

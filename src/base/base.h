@@ -100,7 +100,7 @@ uint32_t kiln_crc32c(uint32_t crc, const void *data, size_t len);
 typedef struct kiln_file_map {
     const uint8_t *data;
     size_t size;
-    int mapped; /* 1: munmap on close; 0: malloc'd copy (or empty) */
+    int mapped; /* 1: munmap on close; 0: an empty file (data NULL) or memory the caller owns */
 } kiln_file_map;
 
 /* Maps a whole file read-only (KILN_ERR_IO names the path and the reason). */

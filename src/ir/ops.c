@@ -48,6 +48,7 @@ static int shape_rms_norm(const kiln_node *n, const kiln_tensor *const *in, kiln
     if (check_act(in[0], "x", err, cap)) return -1;
     const kiln_tensor *w = in[1];
     if (w->dtype != KILN_F32 || w->ndim != 1) FAIL("norm weight must be f32 [width]");
+    if (!(n->fattr[0] > 0 && n->fattr[0] < 1)) FAIL("epsilon %g must be in (0, 1)", (double)n->fattr[0]);
     if (w->ne[0] <= 0 || in[0]->ne[1] % w->ne[0])
         FAIL("norm weight length %lld does not divide the row width %lld", (long long)w->ne[0],
              (long long)in[0]->ne[1]);
@@ -108,7 +109,7 @@ static int shape_rope(const kiln_node *n, const kiln_tensor *const *in, kiln_ten
              (long long)hd, (long long)in[0]->ne[1]);
     if (nrot <= 0 || nrot > hd || nrot % 2) FAIL("n_rot %lld must be even and in 2..head_dim", (long long)nrot);
     if (mode != KILN_ROPE_ADJACENT && mode != KILN_ROPE_NEOX) FAIL("unknown rope mode %lld", (long long)mode);
-    if (!(n->fattr[0] > 0)) FAIL("rope theta must be positive");
+    if (!(n->fattr[0] > 0 && n->fattr[0] < 1e30f)) FAIL("rope theta %g must be positive and finite", (double)n->fattr[0]);
     if (n->n_in == 3) {
         const kiln_tensor *f = in[2];
         if (f->dtype != KILN_F32 || f->ndim != 1 || f->ne[0] != nrot / 2)
@@ -138,6 +139,7 @@ static int shape_attention(const kiln_node *n, const kiln_tensor *const *in, kil
     int64_t hd = n->iattr[KILN_ATTN_HEAD_DIM];
     if (nh <= 0 || nkv <= 0 || hd <= 0 || nh % nkv) FAIL("n_head must be a multiple of n_kv_head");
     if (in[0]->ne[1] != nh * hd) FAIL("q width %lld is not n_head x head_dim", (long long)in[0]->ne[1]);
+    if (!(n->fattr[0] > 0 && n->fattr[0] < 1e30f)) FAIL("score divisor %g must be positive and finite", (double)n->fattr[0]);
     for (int i = 1; i <= 2; i++) {
         const kiln_tensor *c = in[i];
         if (c->dtype != KILN_F32 || c->ndim != 2 || c->ne[1] != nkv * hd)

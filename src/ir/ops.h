@@ -22,7 +22,8 @@ typedef enum kiln_op {
     KILN_OP_COUNT
 } kiln_op;
 
-/* Attribute slots. */
+/* Attribute slots. Float attributes: fattr[0] is rms_norm's epsilon,
+ * rope's theta (frequency base), attention's score divisor (sqrt(head_dim)). */
 enum {
     KILN_ROPE_N_HEAD = 0, KILN_ROPE_HEAD_DIM = 1, KILN_ROPE_MODE = 2, KILN_ROPE_N_ROT = 3,
     KILN_ATTN_N_HEAD = 0, KILN_ATTN_N_KV_HEAD = 1, KILN_ATTN_HEAD_DIM = 2,

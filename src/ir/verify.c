@@ -198,7 +198,30 @@ static kiln_status verify_graph(const kiln_module *m, const kiln_graph *g, int w
     return KILN_OK;
 }
 
+/* Names the reader will take back: non-empty, shorter than KILN_NAME_MAX. */
+static kiln_status check_name(const char *what, const char *name) {
+    if (!name || !name[0] || strlen(name) >= KILN_NAME_MAX)
+        VFAIL("%s name '%.64s%s' is empty or longer than %d bytes", what, name ? name : "",
+              name && strlen(name) > 64 ? "..." : "", KILN_NAME_MAX - 1);
+    return KILN_OK;
+}
+
 kiln_status kiln_module_verify(const kiln_module *m, int with_plan) {
+    kiln_status st;
+    for (int i = 0; i < m->n_meta; i++)
+        if ((st = check_name("metadata key", m->meta[i].key))) return st;
+    for (int i = 0; i < m->n_consts; i++)
+        if ((st = check_name("constant", m->consts[i].name))) return st;
+    for (int i = 0; i < m->n_states; i++)
+        if ((st = check_name("state", m->states[i].name))) return st;
+    for (int k = 0; k < m->n_methods; k++) {
+        const kiln_graph *g = &m->methods[k];
+        if ((st = check_name("method", g->name))) return st;
+        for (int i = 0; i < g->n_values; i++)
+            if ((st = check_name("tensor", g->values[i].name))) return st;
+        for (int i = 0; i < g->n_nodes; i++)
+            if ((st = check_name("node", g->nodes[i].name))) return st;
+    }
     for (int i = 0; i < m->n_consts; i++) {
         const kiln_const *c = &m->consts[i];
         if (!c->data) VFAIL("constant '%s' has no data", c->name);
@@ -213,7 +236,7 @@ kiln_status kiln_module_verify(const kiln_module *m, int with_plan) {
             if (strcmp(m->methods[j].name, g->name) == 0) VFAIL("two methods named '%s'", g->name);
         int *scratch = kiln_malloc(sizeof(int) * 2 * (size_t)(g->n_values + 1));
         if (!scratch) return kiln_error(KILN_ERR_NOMEM, "out of memory verifying '%s'", g->name);
-        kiln_status st = verify_graph(m, g, with_plan, scratch);
+        st = verify_graph(m, g, with_plan, scratch);
         kiln_free(scratch);
         if (st) return st;
     }

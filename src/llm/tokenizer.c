@@ -1,7 +1,8 @@
 /* tokenizer.c: the SentencePiece-style tokenizer of llama2.c models: pieces
  * with scores, BPE that merges the best-scoring adjacent pair first, UTF-8
- * code points looked up whole, bytes as <0xNN> tokens (id = byte + 3) when a
- * code point is not in the vocabulary, and a leading-space ("dummy prefix")
+ * code points looked up whole, bytes as <0xNN> tokens when a
+ * code point is not in the vocabulary (found by their <0xNN> text), and a
+ * leading-space ("dummy prefix")
  * token before non-empty text. */
 #include <stdio.h>
 #include <stdlib.h>

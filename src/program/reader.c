@@ -7,7 +7,7 @@
 
 #include "program/format.h"
 
-#define MAX_NAME 4096
+#define MAX_NAME KILN_NAME_MAX
 #define MAX_STR (64u << 20) /* chat templates and such */
 
 static kiln_status fail(const char *path, const char *fmt, ...) KILN_PRINTF(2, 3);
@@ -257,6 +257,9 @@ kiln_status kiln_program_parse(const uint8_t *data, uint64_t size, const char *p
         return fail(path, "header field file_size says %llu bytes, the file has %llu (truncated or padded?)",
                     (unsigned long long)fsize, (unsigned long long)size);
     if (flags != 0) return fail(path, "header field flags is 0x%x, expected 0", flags);
+    uint32_t reserved;
+    memcpy(&reserved, data + KILN_HDR_RESERVED, 4);
+    if (reserved != 0) return fail(path, "header field reserved is 0x%x, expected 0", reserved);
     if (nsec == 0 || nsec > KILN_MAX_SECTIONS)
         return fail(path, "header field n_sections is %u (1..%d allowed)", nsec, KILN_MAX_SECTIONS);
     if (table < KILN_HEADER_SIZE || table > size || (uint64_t)nsec * KILN_SECTION_ENTRY_SIZE > size - table)
@@ -275,6 +278,7 @@ kiln_status kiln_program_parse(const uint8_t *data, uint64_t size, const char *p
         memcpy(&s->flags, e + 28, 4);
         char field[64];
         snprintf(field, sizeof field, "section %u", i);
+        if (s->flags != 0) return fail(path, "%s: flags 0x%x, expected 0", field, s->flags);
         if (s->kind < KILN_SEC_META || s->kind > KILN_SEC_WEIGHTS)
             return fail(path, "%s has unknown kind %u", field, s->kind);
         if (by_kind[s->kind])

@@ -6,6 +6,19 @@
 
 #define META_REQUESTED "kiln.backends.requested"
 
+/* 1 when the backend list "a:opts,b" names `name`. */
+static int list_names(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",:");
+        if (len == n && !strncmp(p, name, n)) return 1;
+        p = strchr(p, ',');
+        if (!p) break;
+        p++;
+    }
+    return 0;
+}
+
 kiln_status kiln_program_open(const char *path, kiln_program **out) {
     *out = NULL;
     if (!path) return kiln_error(KILN_ERR_INVALID_ARG, "no program path given");
@@ -39,9 +52,9 @@ kiln_status kiln_program_open(const char *path, kiln_program **out) {
         }
         p->backends[i] = b;
         if (b->open && (st = b->open(&p->mod, &p->backend_ctx[i]))) goto fail;
-        /* ref is a fallback when the user asked for something else first. */
+        /* A node on ref is a fallback when the user did not ask for ref. */
         p->fallback[i] = b == kiln_backend_ref() && req && req->type == KILN_META_STR &&
-                         strncmp(req->s, "ref", 3) != 0;
+                         !list_names(req->s, "ref");
     }
     for (int k = 0; k < p->mod.n_methods; k++) {
         const kiln_graph *g = &p->mod.methods[k];

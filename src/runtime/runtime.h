@@ -26,6 +26,7 @@ struct kiln_session {
     uint8_t *inputs;     /* per-method input slots (inputs survive other methods) */
     kiln_tensor **vals;  /* per method: one view per value, data resolved at create */
     uint8_t **input_set; /* per method, per input: set since creation */
+    int last_method;     /* the method whose outputs the arena holds, or -1 */
 };
 
 /* 1 when node n of method g ran on ref although another backend was asked for. */

@@ -31,6 +31,7 @@ kiln_status kiln_session_create(const kiln_program *p, kiln_session **out) {
     kiln_session *s = kiln_calloc(1, sizeof *s);
     if (!s) return kiln_error(KILN_ERR_NOMEM, "out of memory creating a session");
     s->prog = p;
+    s->last_method = -1;
     if (!(s->state = kiln_calloc((size_t)m->n_states + 1, sizeof *s->state)) ||
         !(s->vals = kiln_calloc((size_t)m->n_methods + 1, sizeof *s->vals)) ||
         !(s->input_set = kiln_calloc((size_t)m->n_methods + 1, sizeof *s->input_set)) ||
@@ -141,6 +142,7 @@ kiln_status kiln_session_execute(kiln_session *s, int method) {
             T = n;
         }
     }
+    s->last_method = -1; /* a failed call leaves no readable outputs */
     uint8_t *scratch = s->arena + g->scratch_offset;
     uint64_t scratch_bytes = g->arena_bytes - g->scratch_offset;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -161,6 +163,7 @@ kiln_status kiln_session_execute(kiln_session *s, int method) {
             return kiln_error_wrap(st, "method '%s', node '%s' (%s on %s)", g->name, n->name,
                                    info->name, p->mod.backends[n->backend]);
     }
+    s->last_method = method;
     return KILN_OK;
 }
 
@@ -171,6 +174,11 @@ kiln_status kiln_session_get_output(kiln_session *s, int method, int output, con
     if (output < 0 || output >= g->n_outputs)
         return kiln_error(KILN_ERR_INVALID_ARG, "method '%s' has %d outputs, index %d is out of range",
                           g->name, g->n_outputs, output);
+    if (s->last_method != method)
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "method '%s' has no outputs to read: %s (methods share one arena)", g->name,
+                          s->last_method < 0 ? "no call has succeeded since the session was made or since a failed call"
+                                             : "another method ran after it");
     const kiln_tensor *t = &s->vals[method][g->outputs[output]];
     if (data) *data = t->data;
     if (dtype) *dtype = t->dtype;
