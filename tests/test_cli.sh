@@ -62,6 +62,13 @@ else
   skip=$((skip + 1)); echo "skip info_json (no python3)"
 fi
 
+# --quant: converts matmul/embedding weights; a row that is not whole blocks
+# is an error naming the tensor, or kept with --quant-fallback.
+expect compile_quant_bad 2 "--quant must be keep" -- "$KILN" compile "$M" -o "$WORK/q.kiln" --quant q5_0
+expect compile_quant_rows 1 "tensor 'blk.0.ffn_down.weight' [32, 48]: rows of 48 are not whole q4_0 blocks of 32" -- "$KILN" compile "$M" -o "$WORK/q.kiln" --quant q4_0
+expect compile_quant_fallback 0 "converted 13 weight tensors" -- "$KILN" compile "$M" --tokenizer "$T" -o "$WORK/q.kiln" --quant q4_0 --quant-fallback
+expect info_quant_dtypes 0 "q4_0     13 tensors" -- "$KILN" info "$WORK/q.kiln"
+
 # The test backend told to refuse ops: those nodes run on ref, marked fallback.
 expect compile_test_backend 0 "wrote" -- "$KILN" compile "$M" --tokenizer "$T" -o "$WORK/fb.kiln" --backend "test:refuse=rms_norm+swiglu"
 expect info_fallback_count 0 "nodes (37, 7 fallback)" -- "$KILN" info "$WORK/fb.kiln"

@@ -4,6 +4,7 @@
 #include "fixtures.h"
 #include "harness.h"
 #include "kiln/kiln.h"
+#include "kiln/kiln_compile.h"
 
 #define TOL 1e-5
 
@@ -181,5 +182,48 @@ TEST(chunked_prefill_equals_single_call) {
     kiln_program_close(p);
 }
 
-TEST_MAIN(logits_match_oracle_every_position, oracle_detects_a_changed_weight,
+/* --quant converts matmul and embedding weights only; the logits stay near
+ * the f32 oracle by each format's precision, and norms stay f32. */
+TEST(quantized_weights_stay_close) {
+    kt_l2c_config c = {64, 128, 2, 4, 2, 320, 64, 1, 21};
+    ASSERT(kt_write_llama2c(kt_path("q.bin"), &c) == 0);
+    static const struct { const char *fmt; double tol; } cases[] = {{"f16", 2e-3}, {"q8_0", 2e-2}, {"q4_0", 2e-1}};
+    kt_oracle *o = kt_oracle_load(kt_path("q.bin"));
+    float *want = malloc(sizeof(float) * 320 * 8);
+    for (int t = 0; t < 8; t++) kt_oracle_forward(o, 3 + 17 * t, t, want + 320 * t);
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        kiln_compile_options opt;
+        kiln_compile_options_init(&opt);
+        opt.input = kt_path("q.bin");
+        opt.output = kt_path("q.kiln");
+        opt.quant = cases[k].fmt;
+        ASSERT_OK(kiln_compile(&opt));
+        kiln_program *p;
+        kiln_session *s;
+        ASSERT_OK(kiln_program_open(kt_path("q.kiln"), &p));
+        ASSERT_OK(kiln_session_create(p, &s));
+        int pre;
+        ASSERT_OK(kiln_program_find_method(p, "prefill", &pre));
+        int32_t toks[8], zero = 0, all = 1;
+        for (int t = 0; t < 8; t++) toks[t] = 3 + 17 * t;
+        int64_t n = 8, one = 1;
+        ASSERT_OK(kiln_session_set_input(s, pre, 0, toks, KILN_I32, 1, &n));
+        ASSERT_OK(kiln_session_set_input(s, pre, 1, &zero, KILN_I32, 1, &one));
+        ASSERT_OK(kiln_session_set_input(s, pre, 2, &all, KILN_I32, 1, &one));
+        ASSERT_OK(kiln_session_execute(s, pre));
+        const void *out;
+        ASSERT_OK(kiln_session_get_output(s, pre, 0, &out, NULL, NULL, NULL));
+        double worst = 0, err;
+        for (int t = 0; t < 8; t++)
+            if ((err = kt_rel_err((const float *)out + 320 * t, want + 320 * t, 320)) > worst) worst = err;
+        printf("  --quant %s: worst relative error %.3g (bound %g)\n", cases[k].fmt, worst, cases[k].tol);
+        ASSERT_MSG(worst <= cases[k].tol && worst > 0, "--quant %s: error %.3g", cases[k].fmt, worst);
+        kiln_session_destroy(s);
+        kiln_program_close(p);
+    }
+    free(want);
+    kt_oracle_free(o);
+}
+
+TEST_MAIN(logits_match_oracle_every_position, quantized_weights_stay_close, oracle_detects_a_changed_weight,
           chunked_prefill_equals_single_call)

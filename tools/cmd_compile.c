@@ -10,19 +10,29 @@ static const char *HELP =
     "\n"
     "Compiles a checkpoint into one program file holding the weights (once),\n"
     "the tokenizer, a KV cache and two methods: prefill and decode.\n"
-    "INPUT: a llama2.c checkpoint (.bin).\n"
+    "INPUT: a llama2.c checkpoint (.bin, with --tokenizer), a GGUF file (llama,\n"
+    "qwen2, qwen3), or a Hugging Face folder (config.json + safetensors).\n"
     "\n"
     "options:\n"
     "  -o, --output FILE    program to write (required)\n"
     "  --tokenizer FILE     tokenizer to store (llama2.c tokenizer.bin)\n"
     "  --prefill N          most tokens one prefill call takes (default 128)\n"
     "  --max-seq N          context length (default: the model's, at most 4096)\n"
+    "  --quant FMT          matmul/embedding weights: keep (default), f32, f16,\n"
+    "                       q8_0, q4_0; norms, biases and state are never touched\n"
+    "  --quant-fallback     keep a weight that cannot take FMT (rows not whole\n"
+    "                       blocks) as it is, and say so, instead of failing\n"
     "  --backend LIST       backends in order of preference, comma-separated\n"
     "                       (default: the best available, now 'ref')\n"
     "  -h, --help           this text\n"
     "\n"
     "example:\n"
     "  kiln compile stories260K.bin --tokenizer tok512.bin -o stories.kiln\n";
+
+static void log_line(void *user, const char *line) {
+    (void)user;
+    fprintf(stderr, "kiln compile: %s\n", line);
+}
 
 int kiln_cmd_compile(int argc, char **argv) {
     kiln_compile_options o;
@@ -48,6 +58,13 @@ int kiln_cmd_compile(int argc, char **argv) {
             if (kiln_cli_int(val, 1, 1 << 20, &v))
                 return kiln_cli_usage_error(cmd, "--max-seq must be an integer in 1..1048576, got '%s'", val);
             o.max_seq = (int)v;
+        } else if (!strcmp(a, "--quant")) {
+            if (!(o.quant = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+            if (strcmp(o.quant, "keep") && strcmp(o.quant, "f32") && strcmp(o.quant, "f16") &&
+                strcmp(o.quant, "q8_0") && strcmp(o.quant, "q4_0"))
+                return kiln_cli_usage_error(cmd, "--quant must be keep, f32, f16, q8_0 or q4_0, got '%s'", o.quant);
+        } else if (!strcmp(a, "--quant-fallback")) {
+            o.quant_fallback = 1;
         } else if (!strcmp(a, "--backend")) {
             if (!(o.backends = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
         } else if (a[0] == '-' && a[1]) {
@@ -61,6 +78,7 @@ int kiln_cmd_compile(int argc, char **argv) {
     if (!o.input) return kiln_cli_usage_error(cmd, "no input checkpoint given");
     if (!o.output) return kiln_cli_usage_error(cmd, "no output given (-o FILE)");
     o.progress = kiln_cli_progress;
+    o.log = log_line;
     kiln_status st = kiln_compile(&o);
     if (st) return kiln_cli_fail(cmd, st);
     fprintf(stderr, "kiln compile: wrote %s\n", o.output);

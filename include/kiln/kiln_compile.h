@@ -29,8 +29,18 @@ typedef struct kiln_compile_options {
     /* Comma-separated backends in order of preference ("ref", or
      * "test:refuse=rms_norm"); NULL = the best available. */
     const char *backends;
+    /* Weight format of matmul and embedding weights: "keep" (default: as
+     * stored, quantized blocks included), "f32", "f16", "q8_0", "q4_0".
+     * Norms, biases, positions and state are never touched. */
+    const char *quant;
+    /* 1: a weight that cannot take the format (rows not whole blocks) keeps
+     * its dtype and is reported; 0: that is an error naming the tensor. */
+    int quant_fallback;
     kiln_progress_fn progress; /* may be NULL */
     void *progress_user;
+    /* Receives one line per notable step (what was converted); may be NULL. */
+    void (*log)(void *user, const char *line);
+    void *log_user;
 } kiln_compile_options;
 
 /* Fills `options` with the defaults above. */
