@@ -124,8 +124,11 @@ static void d_ndim(kt_gguf *g) { kt_gguf_find_tensor(g, "output_norm.weight")->n
 static void d_offset_misaligned(kt_gguf *g) { kt_gguf_find_tensor(g, "blk.1.attn_q.weight")->offset_override = 3; }
 static void d_offset_past(kt_gguf *g) { kt_gguf_find_tensor(g, "blk.1.attn_q.weight")->offset_override = 1 << 30; }
 static void d_dup(kt_gguf *g) {
-    kt_gguf_tensor_t *t = kt_gguf_find_tensor(g, "blk.0.attn_q.weight");
-    kt_gguf_tensor(g, "blk.0.attn_q.weight", t->type, t->ndim, t->ne, t->data, t->nbytes);
+    kt_gguf_tensor_t t = *kt_gguf_find_tensor(g, "blk.0.attn_q.weight"); /* adding may move it */
+    uint8_t *copy = malloc(t.nbytes);
+    memcpy(copy, t.data, t.nbytes);
+    kt_gguf_tensor(g, "blk.0.attn_q.weight", t.type, t.ndim, t.ne, copy, t.nbytes);
+    free(copy);
 }
 static void d_norm_f16(kt_gguf *g) {
     kt_gguf_tensor_t *t = kt_gguf_find_tensor(g, "blk.0.ffn_norm.weight");
