@@ -34,6 +34,17 @@ static int check_pos(const kiln_tensor *p, char *err, size_t cap) {
     return 0;
 }
 
+/* At run time (data present): rows pos..pos+T-1 must lie inside a cache of
+ * S rows. Checked here, in the op's rule, so no backend can write past the
+ * KV cache. */
+static int check_window(const kiln_tensor *p, int64_t T, int64_t S, char *err, size_t cap) {
+    if (!p->data) return 0;
+    int32_t pos = *(const int32_t *)p->data;
+    if (pos < 0 || pos > S || T > S - pos)
+        FAIL("position %d + %lld tokens does not fit the context of %lld", pos, (long long)T, (long long)S);
+    return 0;
+}
+
 static int shape_get_rows(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
                           char *err, size_t cap) {
     const kiln_tensor *w = in[0], *ids = in[1];
@@ -128,6 +139,7 @@ static int shape_kv_store(const kiln_node *n, const kiln_tensor *const *in, kiln
         FAIL("x width %lld differs from the cache width %lld", (long long)in[1]->ne[1],
              (long long)c->ne[1]);
     if (in[1]->ne[0] > c->ne[0]) FAIL("more tokens than cache positions");
+    if (check_window(in[2], in[1]->ne[0], c->ne[0], err, cap)) return -1;
     *out = *c;
     return 0;
 }
@@ -147,6 +159,7 @@ static int shape_attention(const kiln_node *n, const kiln_tensor *const *in, kil
                  i == 1 ? "k" : "v", (long long)(nkv * hd));
     }
     if (in[1]->ne[0] != in[2]->ne[0]) FAIL("k and v caches differ in length");
+    if (check_window(in[3], in[0]->ne[0], in[1]->ne[0], err, cap)) return -1;
     *out = *in[0];
     return 0;
 }

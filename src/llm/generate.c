@@ -116,7 +116,7 @@ kiln_status kiln_generate_check(const kiln_program *p, const int32_t *prompt, in
         if (prompt[i] < 0 || prompt[i] >= lm.vocab)
             return kiln_error(KILN_ERR_INVALID_ARG, "prompt token %d is id %d, outside the vocabulary 0..%d",
                               i, prompt[i], lm.vocab - 1);
-    if (!(o->temperature >= 0.0f)) return kiln_error(KILN_ERR_INVALID_ARG, "temperature must be >= 0");
+    if (!(o->temperature >= 0.0f)) return kiln_error(KILN_ERR_INVALID_ARG, "temperature %g must be a number >= 0", (double)o->temperature);
     return KILN_OK;
 }
 
