@@ -595,7 +595,7 @@ TEST(generate_rejects_bad_arguments_before_any_work) {
     ok &= expect_rejected(s, bad_ids, 6, 4, 0.0f, "token 4|-5|299"); /* negative id */
     /* The message for a bad temperature names only the rule, not the value
      * (see the report: a "%g" would help); check what it says today. */
-    ok &= expect_rejected(s, prompt, 10, 4, -0.5f, "temperature");
+    ok &= expect_rejected(s, prompt, 10, 4, -0.5f, "temperature -0.5 must be");
     ok &= expect_rejected(s, prompt, 10, 4, NAN, "temperature");
     ASSERT(ok);
 
