@@ -402,8 +402,7 @@ int kiln_graph_node(kiln_graph *g, const kiln_module *m, int op, const char *nam
         }
         nd.in[i] = in[i];
         const kiln_value *v = &g->values[in[i]];
-        tin[i] = (kiln_tensor){v->dtype, v->ndim, {0}, NULL};
-        memcpy(tin[i].ne, v->ne, sizeof v->ne);
+        tin[i] = kiln_value_view(v);
         pin[i] = &tin[i];
     }
     if (iattr) memcpy(nd.iattr, iattr, sizeof nd.iattr);

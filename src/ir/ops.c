@@ -232,6 +232,12 @@ int kiln_op_from_name(const char *name) {
     return -1;
 }
 
+kiln_tensor kiln_value_view(const kiln_value *v) {
+    kiln_tensor t = {v->dtype, v->ndim, {0}, NULL};
+    memcpy(t.ne, v->ne, sizeof v->ne);
+    return t;
+}
+
 uint64_t kiln_tensor_bytes(const kiln_tensor *t) {
     return kiln_shape_bytes(t->dtype, t->ndim, t->ne);
 }

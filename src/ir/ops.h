@@ -53,6 +53,9 @@ typedef struct kiln_op_info {
     double (*flops)(const kiln_node *n, const kiln_tensor *const *in, const kiln_tensor *out);
 } kiln_op_info;
 
+/* A value's dtype and (largest) shape as a tensor view without data. */
+kiln_tensor kiln_value_view(const kiln_value *v);
+
 const kiln_op_info *kiln_op_get(int op); /* NULL when out of range */
 const char *kiln_op_name(int op);        /* "?" when out of range */
 int kiln_op_from_name(const char *name); /* -1 when unknown */

@@ -26,6 +26,18 @@ kiln_status kiln_graph_lifetimes(const kiln_graph *g, int *first, int *last) {
     return KILN_OK;
 }
 
+uint64_t kiln_node_scratch(const kiln_graph *g, const kiln_node *nd) {
+    const kiln_op_info *info = kiln_op_get(nd->op);
+    if (!info->scratch) return 0;
+    kiln_tensor t[KILN_MAX_INPUTS];
+    const kiln_tensor *pt[KILN_MAX_INPUTS];
+    for (int j = 0; j < nd->n_in; j++) {
+        t[j] = kiln_value_view(&g->values[nd->in[j]]);
+        pt[j] = &t[j];
+    }
+    return info->scratch(nd, pt);
+}
+
 typedef struct {
     int v;
     uint64_t size;
@@ -87,18 +99,7 @@ kiln_status kiln_graph_plan(kiln_graph *g, const kiln_module *m) {
     /* Scratch: the most any node needs, at its largest shapes. */
     uint64_t scratch = 0;
     for (int i = 0; i < g->n_nodes; i++) {
-        const kiln_node *nd = &g->nodes[i];
-        const kiln_op_info *info = kiln_op_get(nd->op);
-        if (!info->scratch) continue;
-        kiln_tensor t[KILN_MAX_INPUTS];
-        const kiln_tensor *pt[KILN_MAX_INPUTS];
-        for (int j = 0; j < nd->n_in; j++) {
-            const kiln_value *iv = &g->values[nd->in[j]];
-            t[j] = (kiln_tensor){iv->dtype, iv->ndim, {0}, NULL};
-            memcpy(t[j].ne, iv->ne, sizeof iv->ne);
-            pt[j] = &t[j];
-        }
-        uint64_t s = info->scratch(nd, pt);
+        uint64_t s = kiln_node_scratch(g, &g->nodes[i]);
         if (s > scratch) scratch = s;
     }
     g->scratch_offset = top;

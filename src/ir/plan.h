@@ -11,5 +11,7 @@ int kiln_value_in_arena(const kiln_value *v);
  * and the last node index that needs it (n_nodes: needed after the call).
  * Assumes node inputs and outputs are valid indices (verified first). */
 kiln_status kiln_graph_lifetimes(const kiln_graph *g, int *first, int *last);
+/* Scratch bytes node nd needs at its inputs' largest shapes (0: none). */
+uint64_t kiln_node_scratch(const kiln_graph *g, const kiln_node *nd);
 
 #endif

@@ -109,8 +109,7 @@ static kiln_status verify_graph(const kiln_module *m, const kiln_graph *g, int w
                 VFAIL("method '%s': node '%s' uses tensor '%s' before any node produces it "
                       "(it is neither an input, a constant with data, nor an earlier node's output)",
                       g->name, nd->name, iv->name);
-            t[i] = (kiln_tensor){iv->dtype, iv->ndim, {0}, NULL};
-            memcpy(t[i].ne, iv->ne, sizeof iv->ne);
+            t[i] = kiln_value_view(iv);
             pt[i] = &t[i];
         }
         if (nd->out < 0 || nd->out >= g->n_values)
@@ -182,17 +181,7 @@ static kiln_status verify_graph(const kiln_module *m, const kiln_graph *g, int w
     }
     for (int n = 0; n < g->n_nodes; n++) {
         const kiln_node *nd = &g->nodes[n];
-        const kiln_op_info *info = kiln_op_get(nd->op);
-        if (!info->scratch) continue;
-        kiln_tensor t[KILN_MAX_INPUTS];
-        const kiln_tensor *pt[KILN_MAX_INPUTS];
-        for (int i = 0; i < nd->n_in; i++) {
-            const kiln_value *iv = &g->values[nd->in[i]];
-            t[i] = (kiln_tensor){iv->dtype, iv->ndim, {0}, NULL};
-            memcpy(t[i].ne, iv->ne, sizeof iv->ne);
-            pt[i] = &t[i];
-        }
-        if (info->scratch(nd, pt) > g->arena_bytes - g->scratch_offset)
+        if (kiln_node_scratch(g, nd) > g->arena_bytes - g->scratch_offset)
             VFAIL("method '%s': node '%s' needs more scratch than the plan gives", g->name, nd->name);
     }
     return KILN_OK;
