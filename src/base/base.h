@@ -18,6 +18,9 @@
 
 /* ---- errors: set the thread's message and return the status ------------- */
 kiln_status kiln_error(kiln_status status, const char *fmt, ...) KILN_PRINTF(2, 3);
+/* The status of the last kiln_error on this thread: lets a function whose
+ * helpers return -1 (builders) pass the real status on. */
+kiln_status kiln_last_status(void);
 /* Prefixes the current message with more context ("compiling 'x': ..."). */
 kiln_status kiln_error_wrap(kiln_status status, const char *fmt, ...) KILN_PRINTF(2, 3);
 

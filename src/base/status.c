@@ -8,6 +8,9 @@
 #include "base/base.h"
 
 static _Thread_local char g_msg[2048];
+static _Thread_local kiln_status g_status;
+
+kiln_status kiln_last_status(void) { return g_status; }
 
 const char *kiln_strerror(kiln_status status) {
     switch (status) {
@@ -33,6 +36,7 @@ kiln_status kiln_error(kiln_status status, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(g_msg, sizeof g_msg, fmt, ap);
     va_end(ap);
+    g_status = status;
     return status;
 }
 
@@ -55,6 +59,7 @@ kiln_status kiln_error_wrap(kiln_status status, const char *fmt, ...) {
     } else {
         g_msg[n] = 0;
     }
+    g_status = status;
     return status;
 }
 

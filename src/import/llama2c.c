@@ -106,7 +106,7 @@ kiln_status kiln_llama2c_import(const kiln_file_map *map, const char *path, kiln
             char nm[KILN_NAME_MAX];
             snprintf(nm, sizeof nm, pt->name, l);
             if (kiln_module_add_const(m, nm, KILN_F32, ndim, ne, map->data + offsets[i] + (uint64_t)l * one) < 0)
-                return KILN_ERR_NOMEM;
+                return kiln_last_status();
         }
     }
     return KILN_OK;

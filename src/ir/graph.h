@@ -17,6 +17,10 @@
 #define KILN_MAX_IATTR 8
 #define KILN_MAX_FATTR 4
 #define KILN_NAME_MAX 256
+/* Most values or nodes in one method. The verifier's memory-plan check is
+ * quadratic in values; this bound keeps opening any file well under a
+ * second (a 100-layer Llama has about 3000 values). */
+#define KILN_MAX_GRAPH 32768
 
 /* Where a value's memory comes from. */
 typedef enum kiln_value_kind {

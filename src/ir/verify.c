@@ -70,6 +70,9 @@ static kiln_status verify_graph(const kiln_module *m, const kiln_graph *g, int w
                                 int *producer) {
     char s1[96], s2[96];
     if (!g->name || !g->name[0]) VFAIL("a method has no name");
+    if (g->n_values > KILN_MAX_GRAPH || g->n_nodes > KILN_MAX_GRAPH)
+        VFAIL("method '%s' has %d values and %d nodes; at most %d of each", g->name, g->n_values,
+              g->n_nodes, KILN_MAX_GRAPH);
     if (g->max_tokens < 1 || g->max_tokens > (1 << 20))
         VFAIL("method '%s': max tokens %d out of range", g->name, g->max_tokens);
     for (int i = 0; i < g->n_values; i++) {
@@ -156,9 +159,10 @@ static kiln_status verify_graph(const kiln_module *m, const kiln_graph *g, int w
 
     /* The memory plan: in bounds, aligned, and no two values that are alive
      * at once share bytes. */
-    if (g->scratch_offset > g->arena_bytes)
-        VFAIL("method '%s': scratch offset %llu past the arena of %llu bytes", g->name,
-              (unsigned long long)g->scratch_offset, (unsigned long long)g->arena_bytes);
+    /* Kernels use scratch as float arrays: it must be aligned like the values. */
+    if (g->scratch_offset > g->arena_bytes || g->scratch_offset % 64)
+        VFAIL("method '%s': scratch offset %llu is not 64-byte aligned or past the arena of %llu bytes",
+              g->name, (unsigned long long)g->scratch_offset, (unsigned long long)g->arena_bytes);
     int *first = producer, *last = producer + g->n_values;
     kiln_graph_lifetimes(g, first, last);
     for (int i = 0; i < g->n_values; i++) {

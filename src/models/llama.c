@@ -115,13 +115,13 @@ static int N(builder *b, int op, const char *fmt, int layer, int n_in, const int
 static kiln_status build_method(kiln_module *m, const kiln_llama_config *c, const char *name,
                                 int max_tokens, int with_flag) {
     kiln_graph *g = kiln_module_add_method(m, name, max_tokens);
-    if (!g) return KILN_ERR_NOMEM;
+    if (!g) return kiln_last_status();
     builder b = {g, m, 0};
     int64_t tok_shape[1] = {max_tokens}, one[1] = {1};
     int tokens = kiln_graph_input(g, "tokens", KILN_I32, 1, tok_shape, max_tokens > 1 ? 1u : 0u);
     int pos = kiln_graph_input(g, "pos", KILN_I32, 1, one, 0);
     int flag = with_flag ? kiln_graph_input(g, "all_logits", KILN_I32, 1, one, 0) : 0;
-    if (tokens < 0 || pos < 0 || flag < 0) return KILN_ERR_NOMEM;
+    if (tokens < 0 || pos < 0 || flag < 0) return kiln_last_status();
 
     int x = N(&b, KILN_OP_GET_ROWS, "token_embd", 0, IN(C(&b, "token_embd.weight", 0), tokens), NULL, NULL);
     float eps[KILN_MAX_FATTR] = {c->norm_eps};
@@ -159,7 +159,7 @@ static kiln_status build_method(kiln_module *m, const kiln_llama_config *c, cons
         int kc = b.failed ? -1 : kiln_graph_state(g, m, sname);
         snprintf(sname, sizeof sname, "kv_cache.v.%d", l);
         int vc = b.failed ? -1 : kiln_graph_state(g, m, sname);
-        if (kc < 0 || vc < 0) return KILN_ERR_INVALID_ARG;
+        if (kc < 0 || vc < 0) return kiln_last_status();
         kc = N(&b, KILN_OP_KV_STORE, "blk.%d.kv_store_k", l, IN(kc, k, pos), NULL, NULL);
         vc = N(&b, KILN_OP_KV_STORE, "blk.%d.kv_store_v", l, IN(vc, v, pos), NULL, NULL);
         int a = N(&b, KILN_OP_ATTENTION, "blk.%d.attn", l, IN(q, kc, vc, pos), attn, div);
@@ -176,7 +176,7 @@ static kiln_status build_method(kiln_module *m, const kiln_llama_config *c, cons
     int w = C(&b, c->tied_output ? "token_embd.weight" : "output.weight", 0);
     int logits = with_flag ? N(&b, KILN_OP_LOGITS, "logits", 0, IN(h, w, flag), NULL, NULL)
                            : N(&b, KILN_OP_LOGITS, "logits", 0, IN(h, w), NULL, NULL);
-    if (b.failed) return kiln_error_wrap(KILN_ERR_FORMAT, "building method '%s'", name);
+    if (b.failed) return kiln_error_wrap(kiln_last_status(), "building method '%s'", name);
     return kiln_graph_output(g, logits);
 }
 
@@ -189,9 +189,9 @@ kiln_status kiln_llama_build(kiln_module *m, const kiln_llama_config *c, int pre
     for (int l = 0; l < c->n_layer; l++) {
         char name[64];
         snprintf(name, sizeof name, "kv_cache.k.%d", l);
-        if (kiln_module_add_state(m, name, KILN_F32, 2, kv) < 0) return KILN_ERR_NOMEM;
+        if (kiln_module_add_state(m, name, KILN_F32, 2, kv) < 0) return kiln_last_status();
         snprintf(name, sizeof name, "kv_cache.v.%d", l);
-        if (kiln_module_add_state(m, name, KILN_F32, 2, kv) < 0) return KILN_ERR_NOMEM;
+        if (kiln_module_add_state(m, name, KILN_F32, 2, kv) < 0) return kiln_last_status();
     }
     struct {
         const char *key;

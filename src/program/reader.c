@@ -136,6 +136,8 @@ static kiln_status parse_methods(kiln_rbuf *r, kiln_module *m) {
             kiln_rbuf_fail(r, "method '%s': max_tokens %d or arena %llu bytes out of range",
                            g->name, g->max_tokens, (unsigned long long)g->arena_bytes);
         uint32_t nv = kiln_rbuf_count(r, "value count", 33);
+        if (!r->failed && nv > KILN_MAX_GRAPH)
+            kiln_rbuf_fail(r, "method '%s' has %u values, at most %d", g->name, nv, KILN_MAX_GRAPH);
         if (r->failed) return kiln_rbuf_status(r);
         if (!(g->values = kiln_calloc(nv, sizeof *g->values))) return kiln_error(KILN_ERR_NOMEM, "out of memory");
         for (uint32_t i = 0; i < nv; i++) {
@@ -150,6 +152,8 @@ static kiln_status parse_methods(kiln_rbuf *r, kiln_module *m) {
             v->offset = kiln_rbuf_u64(r, "arena offset");
         }
         uint32_t nn = kiln_rbuf_count(r, "node count", 4 + 4 + 4 + 4 + 4 * KILN_MAX_IATTR + 4 * KILN_MAX_FATTR + 4);
+        if (!r->failed && nn > KILN_MAX_GRAPH)
+            kiln_rbuf_fail(r, "method '%s' has %u nodes, at most %d", g->name, nn, KILN_MAX_GRAPH);
         if (r->failed) return kiln_rbuf_status(r);
         if (!(g->nodes = kiln_calloc(nn, sizeof *g->nodes))) return kiln_error(KILN_ERR_NOMEM, "out of memory");
         for (uint32_t i = 0; i < nn; i++) {
