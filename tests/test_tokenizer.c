@@ -529,6 +529,39 @@ TEST(tok512_prompt_counts_and_round_trips) {
     ASSERT(ok);
 }
 
+/* kiln_tokenizer_load tells a tokenizer.bin by elimination and takes every
+ * record in it (vocab_size 0 does the same); a file whose records do not end
+ * at its end is refused. */
+TEST(load_counts_the_records) {
+    const char *path = kt_path("count_tok.bin");
+    ASSERT(kt_write_tokenizer(path, SYN_VOCAB) == 0);
+    kiln_tokenizer *a, *b, *c;
+    ASSERT_OK(kiln_tokenizer_load(path, &a));
+    ASSERT_OK(kiln_tokenizer_load_llama2c(path, 0, &b));
+    ASSERT_OK(kiln_tokenizer_load_llama2c(path, SYN_VOCAB, &c));
+    ASSERT_EQ_I(kiln_tokenizer_vocab_size(a), SYN_VOCAB);
+    ASSERT_EQ_I(kiln_tokenizer_vocab_size(b), SYN_VOCAB);
+    for (size_t i = 0; i < sizeof SAMPLES / sizeof *SAMPLES; i++) {
+        int na, nc;
+        int32_t *ia = encode(a, SAMPLES[i], strlen(SAMPLES[i]), 1, &na);
+        int32_t *ic = encode(c, SAMPLES[i], strlen(SAMPLES[i]), 1, &nc);
+        int same = ia && ic && na >= 0 && ids_equal(ia, na, ic, nc);
+        free(ia);
+        free(ic);
+        ASSERT_MSG(same, "sample %zu", i);
+    }
+    kiln_tokenizer_free(a);
+    kiln_tokenizer_free(b);
+    kiln_tokenizer_free(c);
+    size_t len;
+    uint8_t *bytes = kt_tokenizer_bytes(SYN_VOCAB, &len);
+    ASSERT(kt_write_file(kt_path("cut_tok.bin"), bytes, len - 3) == 0);
+    free(bytes);
+    ASSERT_EQ_I(kiln_tokenizer_load(kt_path("cut_tok.bin"), &a), KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(), "cut_tok.bin");
+    ASSERT_EQ_I(kiln_tokenizer_load_llama2c(kt_path("cut_tok.bin"), -1, &a), KILN_ERR_INVALID_ARG);
+}
+
 TEST_MAIN(bos_and_dummy_prefix, byte_fallback, merges_best_score_first, merges_leftmost_on_ties,
           decode_rules, encode_reports_room_needed, round_trip_synthetic,
-          program_tokenizer_matches_file, tok512_prompt_counts_and_round_trips)
+          program_tokenizer_matches_file, tok512_prompt_counts_and_round_trips, load_counts_the_records)

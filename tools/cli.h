@@ -34,5 +34,6 @@ int kiln_cli_progress(void *user, const char *stage, uint64_t done, uint64_t tot
 int kiln_cmd_compile(int argc, char **argv);
 int kiln_cmd_info(int argc, char **argv);
 int kiln_cmd_generate(int argc, char **argv);
+int kiln_cmd_tokenize(int argc, char **argv);
 
 #endif

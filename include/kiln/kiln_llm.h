@@ -14,32 +14,87 @@ extern "C" {
 
 typedef struct kiln_tokenizer kiln_tokenizer;
 
+/* A tokenizer is one of:
+ *   - llama2.c's SentencePiece-style BPE (tokenizer.bin: pieces with scores,
+ *     <0xNN> byte fallback, run.c's rules: a " " token before the text);
+ *   - byte-level BPE as Hugging Face `tokenizers` runs it (GPT-2, Llama-3,
+ *     Qwen2/3, SmolLM2): added tokens matched first, NFC where the tokenizer
+ *     asks for it, the pre-tokenizer's regex splits, merges by rank;
+ *   - SentencePiece BPE of GGUF `llama` vocabularies as llama.cpp runs them
+ *     (scores, U+2581 for spaces, byte fallback, add_space_prefix).
+ * All are stored in a program's tokenizer section at compile time; loading
+ * one reads no JSON. Every tokenizer is immutable once made: thread-safe to
+ * use from many threads. */
+
 /* Loads the tokenizer stored in a program. The tokenizer is independent of
- * the program afterwards; free it with kiln_tokenizer_free. Thread-safe to
- * use from many threads once made. */
+ * the program afterwards; free it with kiln_tokenizer_free. */
 kiln_status kiln_tokenizer_from_program(const kiln_program *program, kiln_tokenizer **out);
 
-/* Loads a llama2.c `tokenizer.bin` holding `vocab_size` pieces. */
+/* Loads a llama2.c `tokenizer.bin` holding `vocab_size` pieces (0: as many
+ * as the file holds, read to its end). */
 kiln_status kiln_tokenizer_load_llama2c(const char *path, int vocab_size, kiln_tokenizer **out);
+
+/* Loads a tokenizer file: a Hugging Face tokenizer.json (with the
+ * tokenizer_config.json beside it when there is one: bos/eos tokens,
+ * add_bos_token), a GGUF file (its tokenizer.ggml.* metadata; a vocabulary-
+ * only GGUF will do), or a llama2.c tokenizer.bin (vocabulary: every record
+ * in the file). KILN_ERR_UNSUPPORTED names what Kiln does not run (another
+ * tokenizer model, pre-tokenizer, normalizer or regex feature). */
+kiln_status kiln_tokenizer_load(const char *path, kiln_tokenizer **out);
 
 void kiln_tokenizer_free(kiln_tokenizer *tok);
 
 int kiln_tokenizer_vocab_size(const kiln_tokenizer *tok);
 int kiln_tokenizer_bos(const kiln_tokenizer *tok); /* -1 when none */
 int kiln_tokenizer_eos(const kiln_tokenizer *tok); /* -1 when none */
+/* 1 for control tokens (BOS, EOS, <|im_start|>, ...; llama2.c: BOS and EOS),
+ * 0 otherwise and for ids outside the vocabulary. */
+int kiln_tokenizer_is_special(const kiln_tokenizer *tok, int id);
 
-/* Encodes `len` bytes of text. add_bos: put the BOS token first. Writes at
- * most `cap` ids to `ids` and the count needed to *n_ids; when the count is
- * over `cap` it returns KILN_ERR_INVALID_ARG (call again with a bigger
- * buffer). */
+/* Flags of kiln_tokenizer_encode_flags. With none, encoding is Hugging
+ * Face's encode(text, add_special_tokens=False): special-token text in the
+ * input is recognised, nothing is added around it. */
+#define KILN_TOKENIZE_ADD_SPECIAL 1u   /* add what the tokenizer puts around a text (BOS and/or EOS) */
+#define KILN_TOKENIZE_PLAIN_SPECIAL 2u /* special-token text is plain text (non-special added tokens still match) */
+
+/* Encodes `len` bytes of text (any bytes; invalid UTF-8 is kept byte for
+ * byte). Writes at most `cap` ids to `ids` and the count needed to *n_ids;
+ * when the count is over `cap` it returns KILN_ERR_INVALID_ARG (call again
+ * with a bigger buffer). 2 * len + 2 ids always suffice (len + 2 but for
+ * SentencePiece tokenizers, where each run of text after an added token may
+ * gain a space token). */
+kiln_status kiln_tokenizer_encode_flags(const kiln_tokenizer *tok, const char *text, size_t len,
+                                        unsigned flags, int32_t *ids, int cap, int *n_ids);
+
+/* kiln_tokenizer_encode_flags with KILN_TOKENIZE_ADD_SPECIAL when add_bos is
+ * non-zero: BOS goes first where the tokenizer asks for it (llama2.c, Llama
+ * GGUFs: yes; Qwen, SmolLM2: no). */
 kiln_status kiln_tokenizer_encode(const kiln_tokenizer *tok, const char *text, size_t len,
                                   int add_bos, int32_t *ids, int cap, int *n_ids);
 
 /* The bytes token `id` decodes to when it follows `prev` (-1: none), by the
- * tokenizer's rules (a leading space after BOS is dropped, byte tokens become
- * their byte). *len receives the length; the pointer is borrowed from the
- * tokenizer. Returns NULL for an id outside the vocabulary. */
+ * tokenizer's rules (llama2.c: a leading space after BOS is dropped; GGUF
+ * SentencePiece: the space the encoder put first, or after an added token,
+ * is dropped; byte tokens become their byte; special tokens their text).
+ * A byte-level token may end inside a UTF-8 character: to print a stream,
+ * use kiln_detokenizer. *len receives the length; the pointer is borrowed
+ * from the tokenizer. Returns NULL for an id outside the vocabulary. */
 const char *kiln_tokenizer_decode(const kiln_tokenizer *tok, int prev, int id, size_t *len);
+
+/* Streaming decode that never splits a UTF-8 character: each push returns
+ * the bytes that end on a whole character, holding back the start of an
+ * unfinished one until a later token completes it (bytes that can never
+ * become a valid character are let out as they are). The concatenation of
+ * every push and the final flush is exactly the concatenation of the
+ * pieces. One detokenizer per stream; it borrows the tokenizer. */
+typedef struct kiln_detokenizer kiln_detokenizer;
+kiln_status kiln_detokenizer_create(const kiln_tokenizer *tok, kiln_detokenizer **out);
+/* The bytes ready after token `id` (*len may be 0), valid until the next
+ * call; NULL for an id outside the vocabulary (nothing changes then). */
+const char *kiln_detokenizer_push(kiln_detokenizer *d, int id, size_t *len);
+/* What is held back (an unfinished character at the end), then empty. */
+const char *kiln_detokenizer_flush(kiln_detokenizer *d, size_t *len);
+void kiln_detokenizer_free(kiln_detokenizer *d);
 
 /* ---- generation --------------------------------------------------------- */
 

@@ -1,6 +1,570 @@
-/* hf.c: Hugging Face folders (config.json + safetensors). Not yet. */
+/* hf.c: Hugging Face folders: config.json (LlamaForCausalLM,
+ * Qwen2ForCausalLM, Qwen3ForCausalLM) onto the Llama-family config, the
+ * safetensors weights renamed to Kiln's (GGUF) tensor names, llama3 rope
+ * scaling as frequency factors, and the tokenizer files, chat template and
+ * end tokens stored as metadata. HF stores Q and K as trained and rotates
+ * halves (NEOX), and its matrices are [out, in] row-major: Kiln's [N, K]. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/json.h"
 #include "import/import.h"
+#include "import/safetensors.h"
+#include "ir/ops.h"
+
+#define MAX_META_FILE ((size_t)64 << 20) /* the program reader's limit on one metadata string */
+
+/* ---- the JSON files of the folder ------------------------------------------ */
+
+typedef struct jfile {
+    kiln_file_map map;
+    kiln_json_doc doc;
+    char what[600]; /* "'folder/config.json'" */
+    int found;
+} jfile;
+
+static int is_file(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* Names `file` of the folder for messages: its last folder and itself. */
+static void name_in_dir(char *out, size_t cap, const char *dir, const char *file) {
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
+    size_t b = n;
+    while (b > 0 && dir[b - 1] != '/')
+        b--;
+    snprintf(out, cap, "'%.*s/%s'", (int)(n - b), dir + b, file);
+}
+
+static kiln_status jfile_open(jfile *f, const char *dir, const char *file, int required,
+                              int parse) {
+    memset(f, 0, sizeof *f);
+    name_in_dir(f->what, sizeof f->what, dir, file);
+    char path[4200];
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, file) >= sizeof path)
+        return kiln_error(KILN_ERR_INVALID_ARG, "path '%s/%s' is too long", dir, file);
+    if (!is_file(path))
+        return required ? kiln_error(KILN_ERR_IO, "%s is missing: a Hugging Face folder needs it",
+                                     f->what)
+                        : KILN_OK;
+    kiln_status st = kiln_file_map_open(path, &f->map);
+    if (st) return st;
+    f->found = 1;
+    if (!parse) return KILN_OK;
+    if ((st = kiln_json_parse((const char *)f->map.data, f->map.size, f->what, 0, &f->doc)))
+        return st;
+    if (f->doc.root->type != KILN_JSON_OBJECT)
+        return kiln_error(KILN_ERR_FORMAT, "%s: should be a JSON object, found %s", f->what,
+                          kiln_json_type_name(f->doc.root->type));
+    return KILN_OK;
+}
+
+static void jfile_close(jfile *f) {
+    kiln_json_free(&f->doc);
+    kiln_file_map_close(&f->map);
+}
+
+/* Stores a whole file as one metadata string. */
+static kiln_status store_file(kiln_module *m, const jfile *f, const char *key) {
+    if (f->map.size > MAX_META_FILE)
+        return kiln_error(KILN_ERR_UNSUPPORTED,
+                          "%s: %zu bytes, more than the %zu a program stores in one string",
+                          f->what, f->map.size, MAX_META_FILE);
+    if (f->map.size && memchr(f->map.data, 0, f->map.size))
+        return kiln_error(KILN_ERR_FORMAT, "%s holds a NUL byte", f->what);
+    char *s = kiln_strndup((const char *)f->map.data, f->map.size);
+    if (!s) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    kiln_status st = kiln_meta_set_str(m, key, s);
+    kiln_free(s);
+    return st;
+}
+
+/* An integer member in lo..hi (absent and not required: *out untouched). */
+static kiln_status get_int(const kiln_json *o, const char *what, const char *key, int required,
+                           int64_t lo, int64_t hi, int *out) {
+    int64_t v = *out;
+    kiln_status st = kiln_json_get_int(o, what, key, required, &v);
+    if (st) return st;
+    if (v < lo || v > hi)
+        return kiln_error(KILN_ERR_FORMAT, "%s: key '%s' is %lld, out of range %lld..%lld", what,
+                          key, (long long)v, (long long)lo, (long long)hi);
+    *out = (int)v;
+    return KILN_OK;
+}
+
+/* A boolean flag that must be false (or absent) for Kiln to build the model. */
+static kiln_status must_be_false(const kiln_json *o, const char *what, const char *key,
+                                 const char *why) {
+    int b = 0;
+    kiln_status st = kiln_json_get_bool(o, what, key, 0, &b);
+    if (st) return st;
+    if (b)
+        return kiln_error(KILN_ERR_UNSUPPORTED,
+                          "%s: key '%s' is true (%s), which Kiln does not build", what, key, why);
+    return KILN_OK;
+}
+
+/* ---- rope scaling ---------------------------------------------------------- */
+
+/* Llama-3 rope scaling (Meta's reference and transformers'
+ * _compute_llama3_parameters): wavelengths longer than
+ * original_max_position_embeddings / low_freq_factor are divided by
+ * `factor`, shorter than .../high_freq_factor kept, and in between blended.
+ * Kiln's rope divides each frequency by ff[j]; this computes those
+ * divisors. */
+static kiln_status llama3_factors(const kiln_json *rs, const char *what, float theta, int n_rot,
+                                  float **out) {
+    double factor, lo, hi, old_ctx;
+    kiln_status st;
+    if ((st = kiln_json_get_num(rs, what, "factor", 1, &factor)) ||
+        (st = kiln_json_get_num(rs, what, "low_freq_factor", 1, &lo)) ||
+        (st = kiln_json_get_num(rs, what, "high_freq_factor", 1, &hi)) ||
+        (st = kiln_json_get_num(rs, what, "original_max_position_embeddings", 1, &old_ctx)))
+        return st;
+    if (!(factor > 0) || !(lo > 0) || !(hi > lo) || !(old_ctx >= 1))
+        return kiln_error(
+            KILN_ERR_FORMAT,
+            "%s: llama3 scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor "
+            "and original_max_position_embeddings >= 1 (found %g, %g, %g, %g)",
+            what, factor, lo, hi, old_ctx);
+    float *ff = kiln_malloc(sizeof(float) * (size_t)(n_rot / 2));
+    if (!ff) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    double lo_wavelen = old_ctx / lo, hi_wavelen = old_ctx / hi;
+    for (int j = 0; j < n_rot / 2; j++) {
+        double inv_freq = 1.0 / pow((double)theta, (double)(2 * j) / (double)n_rot);
+        double wavelen = 2.0 * 3.14159265358979323846 / inv_freq, div;
+        if (wavelen < hi_wavelen) {
+            div = 1.0;
+        } else if (wavelen > lo_wavelen) {
+            div = factor;
+        } else {
+            double smooth = (old_ctx / wavelen - lo) / (hi - lo);
+            div = 1.0 / ((1.0 - smooth) / factor + smooth);
+        }
+        ff[j] = (float)div;
+    }
+    *out = ff;
+    return KILN_OK;
+}
+
+/* ---- tensor names ---------------------------------------------------------- */
+
+enum { X = 0, DIM_D, DIM_F, DIM_V, DIM_QD, DIM_KVD, DIM_HD }; /* shape codes */
+enum { ALWAYS = 0, IF_BIAS, IF_QK_NORM, IF_UNTIED };          /* when needed */
+
+typedef struct {
+    const char *hf, *kiln;
+    int a, b; /* expected shape [a] or [a, b] */
+    int when;
+} tensor_rule;
+
+static const tensor_rule GLOBAL[] = {
+    {"model.embed_tokens.weight", "token_embd.weight", DIM_V, DIM_D, ALWAYS},
+    {"model.norm.weight", "output_norm.weight", DIM_D, X, ALWAYS},
+    {"lm_head.weight", "output.weight", DIM_V, DIM_D, IF_UNTIED},
+};
+
+static const tensor_rule LAYER[] = {
+    {"input_layernorm.weight", "blk.%d.attn_norm.weight", DIM_D, X, ALWAYS},
+    {"self_attn.q_proj.weight", "blk.%d.attn_q.weight", DIM_QD, DIM_D, ALWAYS},
+    {"self_attn.k_proj.weight", "blk.%d.attn_k.weight", DIM_KVD, DIM_D, ALWAYS},
+    {"self_attn.v_proj.weight", "blk.%d.attn_v.weight", DIM_KVD, DIM_D, ALWAYS},
+    {"self_attn.o_proj.weight", "blk.%d.attn_output.weight", DIM_D, DIM_QD, ALWAYS},
+    {"self_attn.q_proj.bias", "blk.%d.attn_q.bias", DIM_QD, X, IF_BIAS},
+    {"self_attn.k_proj.bias", "blk.%d.attn_k.bias", DIM_KVD, X, IF_BIAS},
+    {"self_attn.v_proj.bias", "blk.%d.attn_v.bias", DIM_KVD, X, IF_BIAS},
+    {"self_attn.q_norm.weight", "blk.%d.attn_q_norm.weight", DIM_HD, X, IF_QK_NORM},
+    {"self_attn.k_norm.weight", "blk.%d.attn_k_norm.weight", DIM_HD, X, IF_QK_NORM},
+    {"post_attention_layernorm.weight", "blk.%d.ffn_norm.weight", DIM_D, X, ALWAYS},
+    {"mlp.gate_proj.weight", "blk.%d.ffn_gate.weight", DIM_F, DIM_D, ALWAYS},
+    {"mlp.up_proj.weight", "blk.%d.ffn_up.weight", DIM_F, DIM_D, ALWAYS},
+    {"mlp.down_proj.weight", "blk.%d.ffn_down.weight", DIM_D, DIM_F, ALWAYS},
+};
+
+#define N_GLOBAL (sizeof GLOBAL / sizeof *GLOBAL)
+#define N_LAYER (sizeof LAYER / sizeof *LAYER)
+
+static int64_t dim_of(const kiln_llama_config *c, int code) {
+    switch (code) {
+    case DIM_D:
+        return c->n_embd;
+    case DIM_F:
+        return c->n_ff;
+    case DIM_V:
+        return c->n_vocab;
+    case DIM_QD:
+        return (int64_t)c->n_head * c->head_dim;
+    case DIM_KVD:
+        return (int64_t)c->n_head_kv * c->head_dim;
+    case DIM_HD:
+        return c->head_dim;
+    }
+    return 0;
+}
+
+static int needed(const kiln_llama_config *c, int when) {
+    switch (when) {
+    case IF_BIAS:
+        return c->qkv_bias;
+    case IF_QK_NORM:
+        return c->qk_norm;
+    case IF_UNTIED:
+        return !c->tied_output;
+    }
+    return 1;
+}
+
+/* Finds the rule for an HF name; *layer is the block index (-1: global). */
+static const tensor_rule *rule_for(const char *name, int n_layer, int *layer, int *bad_layer) {
+    *layer = -1;
+    *bad_layer = 0;
+    for (size_t i = 0; i < N_GLOBAL; i++)
+        if (!strcmp(name, GLOBAL[i].hf)) return &GLOBAL[i];
+    static const char prefix[] = "model.layers.";
+    if (strncmp(name, prefix, sizeof prefix - 1)) return NULL;
+    const char *p = name + sizeof prefix - 1;
+    long l = 0;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9' && digits < 8)
+        l = l * 10 + (*p++ - '0'), digits++;
+    if (!digits || *p != '.' || (digits > 1 && p[-digits] == '0')) return NULL;
+    p++;
+    for (size_t i = 0; i < N_LAYER; i++)
+        if (!strcmp(p, LAYER[i].hf)) {
+            if (l >= n_layer) {
+                *bad_layer = 1;
+                return NULL;
+            }
+            *layer = (int)l;
+            return &LAYER[i];
+        }
+    return NULL;
+}
+
+/* Adds one checkpoint tensor under its Kiln name. Norms and biases become
+ * owned f32 (every op reads them as f32); matrices keep their dtype and
+ * borrow the map unless the map leaves them misaligned for their dtype. */
+static kiln_status add_tensor(kiln_module *m, const kiln_safetensors *sf, const kiln_st_tensor *t,
+                              const tensor_rule *r, int layer, const kiln_llama_config *c) {
+    const char *file = sf->files[t->file];
+    char name[KILN_NAME_MAX], want[96], got[96];
+    snprintf(name, sizeof name, r->kiln, layer);
+    int ndim = r->b == X ? 1 : 2;
+    int64_t ne[2] = {dim_of(c, r->a), dim_of(c, r->b)};
+    kiln_shape_str(ndim, ne, want, sizeof want);
+    int same = t->ndim == ndim && t->shape[0] == ne[0] && (ndim == 1 || t->shape[1] == ne[1]);
+    if (!same) {
+        int64_t sh[4] = {0};
+        for (int d = 0; d < t->ndim && d < 4; d++)
+            sh[d] = t->shape[d];
+        return kiln_error(
+            KILN_ERR_FORMAT,
+            "'%s': tensor '%s' (Kiln's '%s') has shape %s, expected %s from config.json", file,
+            t->name, name, kiln_shape_str(t->ndim < 4 ? t->ndim : 4, sh, got, sizeof got), want);
+    }
+    if (t->dtype < 0)
+        return kiln_error(KILN_ERR_UNSUPPORTED,
+                          "'%s': tensor '%s' has dtype %s; Kiln reads F32, F16 and BF16", file,
+                          t->name, t->dtype_name);
+    kiln_dtype dt = (kiln_dtype)t->dtype;
+    size_t esize = dt == KILN_F32 ? 4 : 2;
+    int k;
+    if (ndim == 1 && dt != KILN_F32) {
+        float *f = kiln_malloc(sizeof(float) * (size_t)ne[0]);
+        if (!f) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+        for (int64_t i = 0; i < ne[0]; i++) {
+            uint16_t h;
+            memcpy(&h, t->data + 2 * i, 2);
+            f[i] = dt == KILN_F16 ? kiln_f16_to_f32(h) : kiln_bf16_to_f32(h);
+        }
+        k = kiln_module_add_const_owned(m, name, KILN_F32, 1, ne, f);
+    } else if ((uintptr_t)t->data % esize) {
+        void *copy = kiln_malloc((size_t)t->nbytes);
+        if (!copy) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+        memcpy(copy, t->data, (size_t)t->nbytes);
+        k = kiln_module_add_const_owned(m, name, dt, ndim, ne, copy);
+    } else {
+        k = kiln_module_add_const(m, name, dt, ndim, ne, t->data);
+    }
+    return k < 0 ? kiln_error_wrap(KILN_ERR_FORMAT, "'%s': tensor '%s'", file, t->name) : KILN_OK;
+}
+
+/* ---- config ---------------------------------------------------------------- */
+
+static kiln_status read_config(const jfile *f, kiln_llama_config *c, float **freqs) {
+    const kiln_json *o = f->doc.root;
+    const char *what = f->what;
+    const kiln_json *archs;
+    kiln_status st;
+    if ((st = kiln_json_get_arr(o, what, "architectures", 1, &archs))) return st;
+    if (archs->len == 0 || archs->items[0].type != KILN_JSON_STRING)
+        return kiln_error(KILN_ERR_FORMAT,
+                          "%s: key 'architectures' should be a non-empty array of strings", what);
+    const char *arch = archs->items[0].s;
+    memset(c, 0, sizeof *c);
+    if (!strcmp(arch, "LlamaForCausalLM"))
+        snprintf(c->arch, sizeof c->arch, "llama");
+    else if (!strcmp(arch, "Qwen2ForCausalLM"))
+        snprintf(c->arch, sizeof c->arch, "qwen2");
+    else if (!strcmp(arch, "Qwen3ForCausalLM"))
+        snprintf(c->arch, sizeof c->arch, "qwen3");
+    else
+        return kiln_error(KILN_ERR_UNSUPPORTED,
+                          "%s: architecture '%.100s' is not one Kiln builds (LlamaForCausalLM, "
+                          "Qwen2ForCausalLM, Qwen3ForCausalLM)",
+                          what, arch);
+    int is_qwen2 = !strcmp(c->arch, "qwen2"), is_qwen3 = !strcmp(c->arch, "qwen3");
+
+    const int MAX = 1 << 30;
+    if ((st = get_int(o, what, "hidden_size", 1, 1, MAX, &c->n_embd)) ||
+        (st = get_int(o, what, "intermediate_size", 1, 1, MAX, &c->n_ff)) ||
+        (st = get_int(o, what, "num_hidden_layers", 1, 1, MAX, &c->n_layer)) ||
+        (st = get_int(o, what, "num_attention_heads", 1, 1, MAX, &c->n_head)) ||
+        (st = get_int(o, what, "vocab_size", 1, 1, MAX, &c->n_vocab)))
+        return st;
+    c->n_head_kv = c->n_head;
+    c->head_dim = c->n_embd / c->n_head;
+    c->n_ctx_train = is_qwen2 || is_qwen3 ? 32768 : 2048; /* the transformers defaults */
+    if ((st = get_int(o, what, "num_key_value_heads", 0, 1, MAX, &c->n_head_kv)) ||
+        (st = get_int(o, what, "head_dim", 0, 1, MAX, &c->head_dim)) ||
+        (st = get_int(o, what, "max_position_embeddings", 0, 1, MAX, &c->n_ctx_train)))
+        return st;
+    double eps = 1e-6, theta = 10000.0;
+    if ((st = kiln_json_get_num(o, what, "rms_norm_eps", 0, &eps))) return st;
+    c->norm_eps = (float)eps;
+
+    /* What the model computes that Kiln's graph does not. */
+    const char *act = "silu";
+    if ((st = kiln_json_get_str(o, what, "hidden_act", 0, &act, NULL))) return st;
+    if (strcmp(act, "silu"))
+        return kiln_error(KILN_ERR_UNSUPPORTED,
+                          "%s: key 'hidden_act' is '%.40s'; Kiln builds SiLU-gated MLPs", what,
+                          act);
+    const kiln_json *qc = kiln_json_get(o, "quantization_config");
+    if (qc && qc->type != KILN_JSON_NULL)
+        return kiln_error(
+            KILN_ERR_UNSUPPORTED,
+            "%s: key 'quantization_config' is set: a pre-quantized checkpoint (GPTQ, AWQ, "
+            "FP8, ...), which Kiln does not read; use the F32/F16/BF16 weights",
+            what);
+    if ((st = must_be_false(o, what, "mlp_bias", "biases in the MLP")) ||
+        (st = must_be_false(o, what, "use_sliding_window", "sliding-window attention")))
+        return st;
+    if (!is_qwen2 &&
+        (st = must_be_false(o, what, "attention_bias", "biases on q, k, v and o_proj")))
+        return st;
+    const kiln_json *lt = NULL;
+    if ((st = kiln_json_get_arr(o, what, "layer_types", 0, &lt))) return st;
+    for (size_t i = 0; lt && i < lt->len; i++)
+        if (lt->items[i].type != KILN_JSON_STRING || strcmp(lt->items[i].s, "full_attention"))
+            return kiln_error(KILN_ERR_UNSUPPORTED,
+                              "%s: key 'layer_types' entry %zu is not \"full_attention\"", what, i);
+    int tie = 0;
+    if ((st = kiln_json_get_bool(o, what, "tie_word_embeddings", 0, &tie))) return st;
+    c->tied_output = tie;
+
+    /* Rope: transformers 4 writes rope_theta and rope_scaling at the top;
+     * transformers 5 writes both inside rope_parameters. */
+    char rwhat[700];
+    const kiln_json *rs = NULL, *rp = NULL;
+    if ((st = kiln_json_get_num(o, what, "rope_theta", 0, &theta)) ||
+        (st = kiln_json_get_obj(o, what, "rope_scaling", 0, &rs)) ||
+        (st = kiln_json_get_obj(o, what, "rope_parameters", 0, &rp)))
+        return st;
+    const char *rkey = rs ? "rope_scaling" : "rope_parameters";
+    if (!rs) rs = rp;
+    snprintf(rwhat, sizeof rwhat, "%s: %s", what, rkey);
+    if (rp && (st = kiln_json_get_num(rp, rwhat, "rope_theta", 0, &theta))) return st;
+    c->rope_theta = (float)theta;
+    c->rope_mode = KILN_ROPE_NEOX;
+    c->qkv_bias = is_qwen2;
+    c->qk_norm = is_qwen3;
+    *freqs = NULL;
+    if (rs) {
+        const char *type = NULL;
+        if ((st = kiln_json_get_str(rs, rwhat, "rope_type", 0, &type, NULL))) return st;
+        if (!type && (st = kiln_json_get_str(rs, rwhat, "type", 0, &type, NULL))) return st;
+        if (!type)
+            return kiln_error(KILN_ERR_FORMAT, "%s: key '%s' has no 'rope_type' (or 'type')", what,
+                              rkey);
+        if (!strcmp(type, "llama3")) {
+            /* A nonsense theta fails kiln_llama_check below; guard pow() here. */
+            if (!(theta > 0) || !isfinite(theta))
+                return kiln_error(KILN_ERR_FORMAT, "%s: rope_theta %g must be positive", what,
+                                  theta);
+            if (c->head_dim < 2 || c->head_dim > 4096 || c->head_dim % 2)
+                return kiln_error(KILN_ERR_FORMAT, "%s: head size %d must be even and at most 4096",
+                                  what, c->head_dim);
+            if ((st = llama3_factors(rs, rwhat, c->rope_theta, c->head_dim, freqs))) return st;
+            c->rope_freqs = 1;
+        } else if (strcmp(type, "default")) {
+            return kiln_error(KILN_ERR_UNSUPPORTED,
+                              "%s: key '%s.rope_type' is '%.40s'; Kiln supports 'default' and "
+                              "'llama3' rope",
+                              what, rkey, type);
+        }
+    }
+    return KILN_OK;
+}
+
+/* End-of-generation ids: generation_config.json's eos_token_id, else
+ * config.json's (an integer or a list of them). */
+static kiln_status end_tokens(kiln_module *m, const jfile *gen, const jfile *cfg, int n_vocab) {
+    const jfile *src = NULL;
+    const kiln_json *v = NULL;
+    if (gen->found && (v = kiln_json_get(gen->doc.root, "eos_token_id")) &&
+        v->type != KILN_JSON_NULL)
+        src = gen;
+    else if ((v = kiln_json_get(cfg->doc.root, "eos_token_id")) && v->type != KILN_JSON_NULL)
+        src = cfg;
+    if (!src) return KILN_OK;
+    size_t n = v->type == KILN_JSON_ARRAY ? v->len : 1;
+    if (n == 0) return KILN_OK;
+    if (n > 1024)
+        return kiln_error(KILN_ERR_FORMAT, "%s: key 'eos_token_id' lists %zu ids", src->what, n);
+    int64_t ids[1024];
+    for (size_t i = 0; i < n; i++) {
+        const kiln_json *e = v->type == KILN_JSON_ARRAY ? &v->items[i] : v;
+        if (e->type != KILN_JSON_NUMBER || !e->is_int)
+            return kiln_error(KILN_ERR_FORMAT,
+                              "%s: key 'eos_token_id' should be an integer or a list of integers, "
+                              "found %s (byte %zu)",
+                              src->what, kiln_json_type_name(e->type), e->offset);
+        if (e->i < 0 || e->i >= n_vocab)
+            return kiln_error(KILN_ERR_FORMAT,
+                              "%s: key 'eos_token_id' holds %lld, outside the vocabulary of %d",
+                              src->what, (long long)e->i, n_vocab);
+        ids[i] = e->i;
+    }
+    return kiln_meta_set_int_array(m, "llm.end_token_ids", ids, (uint32_t)n);
+}
+
+/* Tokenizer files as found, and the chat template: tokenizer_config.json's
+ * chat_template (a string, or a list of {name, template} whose "default"
+ * is taken), else chat_template.jinja. */
+static kiln_status tokenizer_meta(kiln_module *m, const char *dir) {
+    jfile tj, tc, jinja;
+    kiln_status st;
+    memset(&tc, 0, sizeof tc);
+    memset(&jinja, 0, sizeof jinja);
+    if ((st = jfile_open(&tj, dir, "tokenizer.json", 0, 1))) goto done;
+    if (tj.found && (st = store_file(m, &tj, "hf.tokenizer_json"))) goto done;
+    if ((st = jfile_open(&tc, dir, "tokenizer_config.json", 0, 1))) goto done;
+    const char *tmpl = NULL;
+    if (tc.found) {
+        if ((st = store_file(m, &tc, "hf.tokenizer_config_json"))) goto done;
+        const kiln_json *ct = kiln_json_get(tc.doc.root, "chat_template");
+        if (ct && ct->type == KILN_JSON_STRING) {
+            tmpl = ct->s;
+        } else if (ct && ct->type == KILN_JSON_ARRAY) {
+            for (size_t i = 0; i < ct->len && !tmpl; i++) {
+                const char *nm = NULL, *t = NULL;
+                if ((st = kiln_json_get_str(&ct->items[i], tc.what, "name", 0, &nm, NULL)) ||
+                    (st = kiln_json_get_str(&ct->items[i], tc.what, "template", 0, &t, NULL)))
+                    goto done;
+                if (nm && t && !strcmp(nm, "default")) tmpl = t;
+            }
+        } else if (ct && ct->type != KILN_JSON_NULL) {
+            st = kiln_error(
+                KILN_ERR_FORMAT,
+                "%s: key 'chat_template' should be a string or a list of {name, template}, "
+                "found %s",
+                tc.what, kiln_json_type_name(ct->type));
+            goto done;
+        }
+    }
+    if (tmpl) {
+        st = kiln_meta_set_str(m, "tokenizer.chat_template", tmpl);
+        goto done;
+    }
+    if ((st = jfile_open(&jinja, dir, "chat_template.jinja", 0, 0))) goto done;
+    if (jinja.found) st = store_file(m, &jinja, "tokenizer.chat_template");
+done:
+    jfile_close(&tj);
+    jfile_close(&tc);
+    jfile_close(&jinja);
+    return st;
+}
+
+/* ---- import ---------------------------------------------------------------- */
 
 kiln_status kiln_hf_import(kiln_import *imp, const char *dir, kiln_module *m) {
-    return kiln_error(KILN_ERR_UNSUPPORTED, "'%s': Hugging Face folders are not supported yet", dir);
+    jfile cfgf, gen;
+    kiln_safetensors sf;
+    float *freqs = NULL;
+    memset(&gen, 0, sizeof gen);
+    memset(&sf, 0, sizeof sf);
+    kiln_llama_config *c = &imp->cfg;
+    kiln_status st = jfile_open(&cfgf, dir, "config.json", 1, 1);
+    if (st || (st = read_config(&cfgf, c, &freqs))) goto done;
+    if ((st = kiln_safetensors_open_dir(imp, dir, &sf))) goto done;
+    imp->format = "hf";
+
+    /* A tied model has no lm_head.weight; an untied one saved without it is
+     * read as tied, as llama.cpp's converter does. */
+    if (!c->tied_output && !kiln_safetensors_find(&sf, "lm_head.weight")) c->tied_output = 1;
+    /* Shapes are checked below against these before any cast can bite. */
+    if ((st = kiln_llama_check(c, cfgf.what))) goto done;
+
+    for (size_t i = 0; i < sf.n_tensors; i++) {
+        const kiln_st_tensor *t = &sf.tensors[i];
+        int layer, bad_layer;
+        const tensor_rule *r = rule_for(t->name, c->n_layer, &layer, &bad_layer);
+        if (!r && strstr(t->name, "rotary_emb.inv_freq"))
+            continue;                                              /* old checkpoints: recomputed */
+        if (r && r->when == IF_UNTIED && c->tied_output) continue; /* lm_head of a tied model */
+        if (!r || !needed(c, r->when)) {
+            st = kiln_error(KILN_ERR_UNSUPPORTED, "'%s': tensor '%s' is not one Kiln maps for %s%s",
+                            sf.files[t->file], t->name, c->arch,
+                            bad_layer ? " (its layer is past num_hidden_layers)"
+                            : r       ? " with this config.json (it would be dropped)"
+                                      : "");
+            goto done;
+        }
+        if ((st = add_tensor(m, &sf, t, r, layer, c))) goto done;
+    }
+    /* Every weight the config needs, named as the checkpoint names it. */
+    for (int l = -1; l < c->n_layer; l++) {
+        const tensor_rule *rules = l < 0 ? GLOBAL : LAYER;
+        size_t n = l < 0 ? N_GLOBAL : N_LAYER;
+        for (size_t i = 0; i < n; i++) {
+            char name[KILN_NAME_MAX];
+            snprintf(name, sizeof name, rules[i].kiln, l);
+            if (!needed(c, rules[i].when) || kiln_module_find_const(m, name) >= 0) continue;
+            if (l < 0)
+                st = kiln_error(KILN_ERR_FORMAT, "'%s': tensor '%s' is missing", dir, rules[i].hf);
+            else
+                st = kiln_error(KILN_ERR_FORMAT, "'%s': tensor 'model.layers.%d.%s' is missing",
+                                dir, l, rules[i].hf);
+            goto done;
+        }
+    }
+    if (c->rope_freqs) {
+        int64_t ne[1] = {c->head_dim / 2};
+        float *f = freqs;
+        freqs = NULL;
+        if (kiln_module_add_const_owned(m, "rope_freqs.weight", KILN_F32, 1, ne, f) < 0) {
+            st = kiln_error_wrap(KILN_ERR_NOMEM, "'%s'", dir);
+            goto done;
+        }
+    }
+    char src[700];
+    snprintf(src, sizeof src, "'%s'", dir);
+    if ((st = kiln_llama_check_weights(m, c, src))) goto done;
+
+    if ((st = jfile_open(&gen, dir, "generation_config.json", 0, 1))) goto done;
+    if ((st = end_tokens(m, &gen, &cfgf, c->n_vocab))) goto done;
+    st = tokenizer_meta(m, dir);
+done:
+    kiln_free(freqs);
+    kiln_safetensors_free(&sf);
+    jfile_close(&gen);
+    jfile_close(&cfgf);
+    return st;
 }

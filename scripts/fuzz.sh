@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# fuzz.sh [SECONDS]: builds Kiln's libFuzzer targets with clang (ASan + UBSan)
+# in build-fuzz, writes a seed corpus from the test fixtures (small
+# llama2.c and GGUF checkpoints, tokenizers, programs), and runs each
+# target (fuzz_program, fuzz_llama2c, fuzz_gguf) for SECONDS
+# (default 30). Exits non-zero when any target finds a crash, a leak, a
+# timeout or an out-of-memory; the reproducer is left in build-fuzz/artifacts/
+# (replay it with `build-fuzz/tests/fuzz/fuzz_<target> FILE`).
+# Environment: CC (default clang), KILN_FUZZ_BUILD (default <repo>/build-fuzz).
+set -euo pipefail
+
+secs=${1:-30}
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${KILN_FUZZ_BUILD:-$root/build-fuzz}
+cc=${CC:-clang}
+case "$(basename "$cc")" in *clang*) ;; *) cc=clang ;; esac
+
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_C_COMPILER="$cc" -DKILN_FUZZ=ON \
+  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" >/dev/null
+ninja -C "$build" fuzz_program fuzz_llama2c fuzz_gguf make_seeds
+
+seeds=$build/seeds
+rm -rf "$seeds"
+"$build/tests/fuzz/make_seeds" "$seeds"
+mkdir -p "$build/artifacts" "$build/corpus/program" "$build/corpus/llama2c" "$build/corpus/gguf"
+
+# target  seed folder  largest input
+targets=("fuzz_program program 65536" "fuzz_llama2c llama2c 16384" "fuzz_gguf gguf 32768")
+failed=0
+for t in "${targets[@]}"; do
+  read -r name dir max_len <<<"$t"
+  echo "== $name: $secs s (seeds: $(ls "$seeds/$dir" | wc -l), max_len $max_len)"
+  log=$build/artifacts/$name.log
+  set +e
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
+  UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+    "$build/tests/fuzz/$name" -max_total_time="$secs" -max_len="$max_len" -timeout=10 \
+      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/artifacts/$name-" \
+      "$build/corpus/$dir" "$seeds/$dir" >"$log" 2>&1
+  rc=$?
+  set -e
+  grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb)|Done [0-9]+ runs" "$log" || true
+  if [ "$rc" -ne 0 ]; then
+    echo "!! $name failed (exit $rc); log: $log"
+    grep -E "ERROR|SUMMARY|runtime error|Test unit written" "$log" | head -20 || true
+    failed=1
+  else
+    echo "   $name: no crash"
+  fi
+done
+exit "$failed"
