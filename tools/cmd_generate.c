@@ -29,31 +29,45 @@ static const char *HELP =
     "example:\n"
     "  kiln generate -m stories.kiln -p \"Once upon a time\" -n 64 --temp 0\n";
 
+/* Prints tokens as they come. llama2.c programs follow run.c exactly (a
+ * lone byte that is neither printable nor space is skipped); every other
+ * tokenizer streams through a detokenizer, so a character split across
+ * byte-level tokens is printed whole, never as half a UTF-8 sequence. */
 typedef struct {
     const kiln_tokenizer *tok;
+    kiln_detokenizer *detok; /* NULL: run.c's rules */
     int prev;
     int print_ids;
     int count;
 } printer;
 
-static void print_piece(const kiln_tokenizer *tok, int prev, int id) {
+static void print_token(printer *p, int id) {
     size_t len;
-    const char *s = kiln_tokenizer_decode(tok, prev, id, &len);
-    if (!s || !len) return;
-    /* As run.c: a lone byte that is neither printable nor space is skipped. */
-    if (len == 1) {
-        unsigned char c = (unsigned char)s[0];
-        if (!((c >= 32 && c < 127) || c == ' ' || (c >= 9 && c <= 13))) return;
+    const char *s;
+    if (p->detok) {
+        s = kiln_detokenizer_push(p->detok, id, &len);
+    } else {
+        s = kiln_tokenizer_decode(p->tok, p->prev, id, &len);
+        if (s && len == 1) {
+            unsigned char c = (unsigned char)s[0];
+            if (!((c >= 32 && c < 127) || (c >= 9 && c <= 13))) s = NULL;
+        }
     }
-    fwrite(s, 1, len, stdout);
+    if (s && len) fwrite(s, 1, len, stdout);
+    p->prev = id;
+}
+
+static void print_flush(printer *p) {
+    size_t len;
+    const char *s = p->detok ? kiln_detokenizer_flush(p->detok, &len) : NULL;
+    if (s && len) fwrite(s, 1, len, stdout);
 }
 
 static int on_token(void *user, int32_t id) {
     printer *p = user;
     if (p->print_ids) printf("%s%d", p->count ? " " : "", id);
-    else print_piece(p->tok, p->prev, id);
+    else print_token(p, id);
     fflush(stdout);
-    p->prev = id;
     p->count++;
     return kiln_cli_interrupted != 0;
 }
@@ -129,6 +143,7 @@ int kiln_cmd_generate(int argc, char **argv) {
     kiln_tokenizer *tok = NULL;
     int32_t *ids = NULL;
     int n_ids = 0, rc = KILN_EXIT_OK;
+    printer pr = {NULL, NULL, -1, 0, 0};
     kiln_status st = kiln_program_open(model, &prog);
     /* Ids in, ids out needs no tokenizer. */
     if (!st && !(prompt_ids && print_ids)) st = kiln_tokenizer_from_program(prog, &tok);
@@ -143,7 +158,7 @@ int kiln_cmd_generate(int argc, char **argv) {
         }
     } else {
         size_t len = strlen(prompt);
-        int cap = (int)len + 3;
+        int cap = 2 * (int)len + 3; /* SentencePiece may need two ids a byte around added tokens */
         ids = malloc(sizeof *ids * (size_t)cap);
         if (!ids) {
             rc = kiln_cli_fail(cmd, KILN_ERR_NOMEM);
@@ -163,7 +178,14 @@ int kiln_cmd_generate(int argc, char **argv) {
         if (temp > 0) fprintf(stderr, "kiln generate: seed %lld\n", seed);
     }
     o.seed = (uint64_t)seed;
-    printer pr = {tok, -1, print_ids, 0};
+    pr.tok = tok;
+    pr.print_ids = print_ids;
+    const char *tok_model = kiln_program_meta_str(prog, "tokenizer.model");
+    int runc = tok_model && !strcmp(tok_model, "llama2c");
+    if (tok && !print_ids && !runc && (st = kiln_detokenizer_create(tok, &pr.detok))) {
+        rc = kiln_cli_fail(cmd, st);
+        goto done;
+    }
     o.on_token = on_token;
     o.user = &pr;
     if ((st = kiln_session_create(prog, &sess))) {
@@ -174,16 +196,15 @@ int kiln_cmd_generate(int argc, char **argv) {
         rc = kiln_cli_fail(cmd, st);
         goto done;
     }
-    /* Echo the prompt in text mode, as run.c does (BOS itself is not shown). */
+    /* Echo the prompt in text mode as decoded from its tokens (llama2.c: as
+     * run.c does, the BOS it starts with is not shown). */
     if (!print_ids) { /* tok is set: text mode needs it */
-        int bos = kiln_tokenizer_bos(tok);
         for (int i = 0; i < n_ids; i++) {
-            if (i == 0 && ids[0] == bos) {
-                pr.prev = bos;
+            if (runc && i == 0 && ids[0] == kiln_tokenizer_bos(tok)) {
+                pr.prev = ids[0];
                 continue;
             }
-            if (ids[i] >= 0 && ids[i] < kiln_tokenizer_vocab_size(tok)) print_piece(tok, pr.prev, ids[i]);
-            pr.prev = ids[i];
+            print_token(&pr, ids[i]);
         }
     }
     kiln_generate_result res;
@@ -193,12 +214,14 @@ int kiln_cmd_generate(int argc, char **argv) {
         rc = kiln_cli_fail(cmd, st);
         goto done;
     }
+    if (!print_ids) print_flush(&pr);
     printf("\n");
     if (kiln_cli_interrupted) {
         fprintf(stderr, "kiln generate: interrupted after %d tokens\n", res.n_generated);
         rc = KILN_EXIT_INTERRUPTED;
     }
 done:
+    kiln_detokenizer_free(pr.detok);
     free(ids);
     kiln_tokenizer_free(tok);
     kiln_session_destroy(sess);

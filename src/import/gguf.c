@@ -189,6 +189,9 @@ kiln_status kiln_gguf_parse(const uint8_t *data, uint64_t size, const char *path
                               what, t->name, (unsigned long long)t->offset, (unsigned long long)g->alignment);
     }
     g->data_offset = kiln_align_up(r.pos, g->alignment);
+    /* A file with no tensors (llama.cpp's vocabulary-only GGUFs) may end
+     * before the padding that would start its empty data section. */
+    if (nt == 0 && g->data_offset > size) g->data_offset = size;
     if (g->data_offset > size)
         return kiln_error(KILN_ERR_FORMAT, "%s: data section starts at %llu, past the end of the file (%llu bytes)",
                           what, (unsigned long long)g->data_offset, (unsigned long long)size);

@@ -920,33 +920,11 @@ kiln_status kiln_tokenizer_load(const char *path, kiln_tokenizer **out) {
                             map.data[i] == '\t'))
         i++;
     if (map.size >= 4 && memcmp(map.data, "GGUF", 4) == 0) {
-        uint8_t *map_pad = NULL;
         kiln_gguf g;
         kiln_module m;
         memset(&m, 0, sizeof m);
         st = kiln_gguf_parse(map.data, map.size, path, &g);
         if (st) kiln_gguf_free(&g); /* the parse leaves what it read for the caller to free */
-        if (st == KILN_ERR_FORMAT) {
-            /* llama.cpp's vocabulary-only GGUFs end right after the metadata,
-             * before the (empty) data section's alignment: parse a copy
-             * padded with zeros, for its metadata only. */
-            uint8_t *padded = kiln_calloc(map.size + 4096, 1);
-            if (padded) {
-                memcpy(padded, map.data, map.size);
-                kiln_gguf g2;
-                if (!kiln_gguf_parse(padded, map.size + 4096, path, &g2) && g2.n_tensors == 0) {
-                    g = g2;
-                    st = KILN_OK;
-                    map_pad = padded; /* g's values point into it */
-                    padded = NULL;
-                } else {
-                    kiln_gguf_free(&g2);
-                    kiln_gguf_parse(map.data, map.size, path, &g2); /* the first message again */
-                    kiln_gguf_free(&g2);
-                }
-                kiln_free(padded);
-            }
-        }
         if (!st) {
             if (!(st = gguf_tokenizer_meta(&g, path, &m))) st = from_gguf_meta(&m, what, out);
             if (!st && !*out)
@@ -954,7 +932,6 @@ kiln_status kiln_tokenizer_load(const char *path, kiln_tokenizer **out) {
                                 what);
             kiln_gguf_free(&g);
         }
-        kiln_free(map_pad);
         kiln_module_free(&m);
     } else if (i < map.size && map.data[i] == '{' &&
                looks_like_json(map.data + i + 1, map.size - i - 1)) {
