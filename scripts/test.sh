@@ -24,6 +24,18 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
 fi
 
+# Python packages the tests compare against (tokenizers) go into a venv, so
+# the system Python stays as it is.
+if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' 2>/dev/null; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv python3-pip
+fi
+if [ ! -x .venv-test/bin/python3 ]; then
+  python3 -m venv .venv-test || echo "warning: no venv; tests that need Python packages will skip"
+fi
+[ -x .venv-test/bin/python3 ] && export PATH="$ROOT/.venv-test/bin:$PATH"
+
 echo "== build (-Werror)"
 cmake -S . -B build-test -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON >/dev/null
 cmake --build build-test -j "$JOBS"
