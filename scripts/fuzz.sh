@@ -2,7 +2,7 @@
 # fuzz.sh [SECONDS]: builds Kiln's libFuzzer targets with clang (ASan + UBSan)
 # in build-fuzz, writes a seed corpus from the test fixtures (small
 # llama2.c and GGUF checkpoints, tokenizers, programs), and runs each
-# target (fuzz_program, fuzz_llama2c, fuzz_gguf) for SECONDS
+# target (fuzz_program, fuzz_llama2c, fuzz_gguf, fuzz_json) for SECONDS
 # (default 30). Exits non-zero when any target finds a crash, a leak, a
 # timeout or an out-of-memory; the reproducer is left in build-fuzz/artifacts/
 # (replay it with `build-fuzz/tests/fuzz/fuzz_<target> FILE`).
@@ -17,15 +17,21 @@ case "$(basename "$cc")" in *clang*) ;; *) cc=clang ;; esac
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_C_COMPILER="$cc" -DKILN_FUZZ=ON \
   -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" >/dev/null
-ninja -C "$build" fuzz_program fuzz_llama2c fuzz_gguf make_seeds
+ninja -C "$build" fuzz_program fuzz_llama2c fuzz_gguf fuzz_json make_seeds
 
 seeds=$build/seeds
 rm -rf "$seeds"
 "$build/tests/fuzz/make_seeds" "$seeds"
-mkdir -p "$build/artifacts" "$build/corpus/program" "$build/corpus/llama2c" "$build/corpus/gguf"
+# JSON (config.json, tokenizer.json, safetensors headers): the committed
+# Hugging Face fixtures' small JSON files.
+mkdir -p "$seeds/json"
+for f in tests/data/hf/*/config.json tests/data/hf/*/generation_config.json tests/data/hf/*/tokenizer_config.json; do
+  [ -f "$f" ] && cp "$f" "$seeds/json/$(echo "$f" | tr / _)"
+done
+mkdir -p "$build/artifacts" "$build/corpus/program" "$build/corpus/llama2c" "$build/corpus/gguf" "$build/corpus/json"
 
 # target  seed folder  largest input
-targets=("fuzz_program program 65536" "fuzz_llama2c llama2c 16384" "fuzz_gguf gguf 32768")
+targets=("fuzz_program program 65536" "fuzz_llama2c llama2c 16384" "fuzz_gguf gguf 32768" "fuzz_json json 65536")
 failed=0
 for t in "${targets[@]}"; do
   read -r name dir max_len <<<"$t"
