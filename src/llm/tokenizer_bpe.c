@@ -10,6 +10,7 @@
  * Also GPT-2's byte <-> character table. */
 #include <string.h>
 
+#include "base/heap.h"
 #include "llm/tokenizer.h"
 #include "llm/unicode.h"
 
@@ -65,48 +66,9 @@ typedef struct {
     int32_t rank, pos, result;
 } bmerge;
 
-typedef struct {
-    bmerge *a;
-    int n, cap, failed;
-} bheap;
-
-static int bm_before(const bmerge *x, const bmerge *y) {
+static int bm_before(const void *xp, const void *yp) {
+    const bmerge *x = xp, *y = yp;
     return x->rank < y->rank || (x->rank == y->rank && x->pos < y->pos);
-}
-
-static void bh_push(bheap *h, bmerge x) {
-    if (h->failed) return;
-    if (h->n == h->cap) {
-        int cap = h->cap ? h->cap * 2 : 64;
-        bmerge *a = kiln_realloc(h->a, sizeof *a * (size_t)cap);
-        if (!a) {
-            h->failed = 1;
-            return;
-        }
-        h->a = a;
-        h->cap = cap;
-    }
-    int i = h->n++;
-    while (i > 0 && bm_before(&x, &h->a[(i - 1) / 2])) {
-        h->a[i] = h->a[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h->a[i] = x;
-}
-
-static bmerge bh_pop(bheap *h) {
-    bmerge top = h->a[0], x = h->a[--h->n];
-    int i = 0;
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && bm_before(&h->a[c + 1], &h->a[c])) c++;
-        if (!bm_before(&h->a[c], &x)) break;
-        h->a[i] = h->a[c];
-        i = c;
-    }
-    if (h->n) h->a[i] = x;
-    return top;
 }
 
 /* The rank of merging (a, b), or -1. */
@@ -122,13 +84,13 @@ static int merge_rank(const kiln_tokenizer *t, int32_t a, int32_t b) {
 typedef struct {
     bsym *sy;
     size_t cap;
-    bheap h;
+    kiln_heap h;
 } bpe_work;
 
 static void push_pair(const kiln_tokenizer *t, bpe_work *w, int pos) {
     if (pos < 0 || w->sy[pos].next < 0) return;
     int r = merge_rank(t, w->sy[pos].id, w->sy[w->sy[pos].next].id);
-    if (r >= 0) bh_push(&w->h, (bmerge){r, pos, t->merges[3 * r + 2]});
+    if (r >= 0) kiln_heap_push(&w->h, &(bmerge){r, pos, t->merges[3 * r + 2]});
 }
 
 static kiln_status bpe_piece(const kiln_tokenizer *t, const uint8_t *s, size_t n, bpe_work *w,
@@ -162,7 +124,8 @@ static kiln_status bpe_piece(const kiln_tokenizer *t, const uint8_t *s, size_t n
     for (int i = 0; i + 1 < ns; i++)
         push_pair(t, w, i);
     while (w->h.n && !w->h.failed) {
-        bmerge m = bh_pop(&w->h);
+        bmerge m;
+        kiln_heap_pop(&w->h, &m);
         bsym *l = &w->sy[m.pos];
         if (!l->alive || l->next < 0) continue;
         bsym *r = &w->sy[l->next];
@@ -235,7 +198,7 @@ kiln_status kiln_tok_bpe_text(const kiln_tokenizer *t, const char *text, size_t 
     size_t *off = NULL;
     uint8_t *bytes = NULL;
     spans a = {0}, b = {0};
-    bpe_work w = {0};
+    bpe_work w = {NULL, 0, kiln_heap_make(sizeof(bmerge), bm_before)};
     if (!cp) return kiln_error(KILN_ERR_NOMEM, "out of memory encoding %zu bytes", len);
     size_t n = 0;
     for (size_t i = 0, used; i < len; i += used)
@@ -277,7 +240,7 @@ done:
     kiln_free(a.s);
     kiln_free(b.s);
     kiln_free(w.sy);
-    kiln_free(w.h.a);
+    kiln_heap_free(&w.h);
     return st;
 }
 

@@ -8,6 +8,7 @@
  * after each added token when add_space_prefix is set). */
 #include <string.h>
 
+#include "base/heap.h"
 #include "llm/tokenizer.h"
 #include "llm/unicode.h"
 
@@ -88,58 +89,18 @@ typedef struct {
 } bigram;
 
 /* Max-heap on score, then the leftmost. */
-static int before(const bigram *a, const bigram *b) {
+static int before(const void *ap, const void *bp) {
+    const bigram *a = ap, *b = bp;
     return a->score > b->score || (a->score == b->score && a->left < b->left);
 }
 
-typedef struct {
-    bigram *a;
-    int n, cap;
-    int failed;
-} heap;
-
-static void heap_push(heap *h, bigram x) {
-    if (h->failed) return;
-    if (h->n == h->cap) {
-        int cap = h->cap ? h->cap * 2 : 64;
-        bigram *a = kiln_realloc(h->a, sizeof *a * (size_t)cap);
-        if (!a) {
-            h->failed = 1;
-            return;
-        }
-        h->a = a;
-        h->cap = cap;
-    }
-    int i = h->n++;
-    while (i > 0 && before(&x, &h->a[(i - 1) / 2])) {
-        h->a[i] = h->a[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h->a[i] = x;
-}
-
-static bigram heap_pop(heap *h) {
-    bigram top = h->a[0], x = h->a[--h->n];
-    int i = 0;
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && before(&h->a[c + 1], &h->a[c])) c++;
-        if (!before(&h->a[c], &x)) break;
-        h->a[i] = h->a[c];
-        i = c;
-    }
-    if (h->n) h->a[i] = x;
-    return top;
-}
-
-static void try_pair(const kiln_tokenizer *t, const char *s, const sym *sy, int left, heap *h) {
+static void try_pair(const kiln_tokenizer *t, const char *s, const sym *sy, int left, kiln_heap *h) {
     if (left < 0 || sy[left].next < 0) return;
     int right = sy[left].next;
     size_t len = sy[left].len + sy[right].len;
     int id = kiln_tok_lookup(t, s + sy[left].start, len);
     if (id < 0) return;
-    heap_push(h, (bigram){t->scores[id], left, right, len, id});
+    kiln_heap_push(h, &(bigram){t->scores[id], left, right, len, id});
 }
 
 kiln_status kiln_tok_spm_text(const kiln_tokenizer *t, const char *text, size_t len,
@@ -150,7 +111,7 @@ kiln_status kiln_tok_spm_text(const kiln_tokenizer *t, const char *text, size_t 
     size_t cap = 3 * (len + 1);
     char *s = kiln_malloc(cap);
     sym *sy = kiln_malloc(sizeof *sy * (len + 1));
-    heap h = {0};
+    kiln_heap h = kiln_heap_make(sizeof(bigram), before);
     if (!s || !sy) {
         kiln_free(s);
         kiln_free(sy);
@@ -177,7 +138,8 @@ kiln_status kiln_tok_spm_text(const kiln_tokenizer *t, const char *text, size_t 
     for (int i = 0; i + 1 < ns; i++)
         try_pair(t, s, sy, i, &h);
     while (h.n && !h.failed) {
-        bigram b = heap_pop(&h);
+        bigram b;
+        kiln_heap_pop(&h, &b);
         sym *l = &sy[b.left], *r = &sy[b.right];
         if (!l->len || !r->len || l->next != b.right || l->len + r->len != b.len)
             continue; /* stale */
@@ -202,7 +164,7 @@ kiln_status kiln_tok_spm_text(const kiln_tokenizer *t, const char *text, size_t 
             if (b >= 0) kiln_tok_ids_push(out, b);
         }
     }
-    kiln_free(h.a);
+    kiln_heap_free(&h);
     kiln_free(s);
     kiln_free(sy);
     return st;
