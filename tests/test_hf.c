@@ -972,7 +972,76 @@ TEST(sharded_index_errors) {
     }
 }
 
-TEST_MAIN(logits_match_transformers, a_changed_weight_is_detected, config_and_metadata,
+/* Many damaged files of each kind: config.json and model.safetensors
+ * truncated at every 1/40 (1/50) of their length and broken at their JSON
+ * punctuation; each is an error naming the file, never a crash. */
+static int damaged_case(const char *dir, const char *file, const char *data, size_t len, int *n) {
+    char p[1100];
+    snprintf(p, sizeof p, "%s/%s", dir, file);
+    if (kt_write_file(p, data, len)) return -1;
+    kiln_status st = import_dir(dir);
+    (*n)++;
+    if (st == KILN_OK || !strstr(kiln_last_error(), file)) {
+        fprintf(stderr, "  %s damaged (%zu bytes) gave %d: %s\n", file, len, st, kiln_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+TEST(many_damaged_configs_and_safetensors) {
+    const char *dir = llama_copy("damaged_many");
+    ASSERT(dir);
+    char p[1100];
+    size_t clen, slen;
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    char *cfg = kt_read_file(p, &clen);
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    char *st = kt_read_file(p, &slen);
+    ASSERT(cfg && st);
+    int n_cfg = 0, n_st = 0, bad = 0;
+    for (int k = 0; k < 40; k++) bad |= damaged_case(dir, "config.json", cfg, clen * (size_t)k / 40, &n_cfg);
+    for (size_t i = 0, hits = 0; i < clen && hits < 15; i++)
+        if (cfg[i] == ':' || cfg[i] == ',') {
+            char *c = malloc(clen);
+            memcpy(c, cfg, clen);
+            c[i] = '#';
+            bad |= damaged_case(dir, "config.json", c, clen, &n_cfg);
+            free(c);
+            hits++;
+        }
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    ASSERT(kt_write_file(p, cfg, clen) == 0);
+    ASSERT_OK(import_dir(dir)); /* the intact file imports */
+    for (int k = 0; k < 50; k++) bad |= damaged_case(dir, "model.safetensors", st, slen * (size_t)k / 50, &n_st);
+    uint64_t hlen;
+    memcpy(&hlen, st, 8);
+    static const uint64_t lens[3] = {0, 1, (uint64_t)1 << 62};
+    for (int k = 0; k < 3; k++) {
+        char *c = malloc(slen);
+        memcpy(c, st, slen);
+        memcpy(c, &lens[k], 8);
+        bad |= damaged_case(dir, "model.safetensors", c, slen, &n_st);
+        free(c);
+    }
+    for (size_t i = 8, hits = 0; i < 8 + hlen && hits < 10; i++)
+        if (st[i] == ':' || st[i] == '[' || st[i] == ']') {
+            char *c = malloc(slen);
+            memcpy(c, st, slen);
+            c[i] = '#';
+            bad |= damaged_case(dir, "model.safetensors", c, slen, &n_st);
+            free(c);
+            hits++;
+        }
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    ASSERT(kt_write_file(p, st, slen) == 0);
+    free(cfg);
+    free(st);
+    printf("  %d damaged config.json and %d damaged model.safetensors rejected\n", n_cfg, n_st);
+    ASSERT(!bad);
+    ASSERT(n_cfg >= 50 && n_st >= 50);
+}
+
+TEST_MAIN(many_damaged_configs_and_safetensors, logits_match_transformers, a_changed_weight_is_detected, config_and_metadata,
           chat_template_from_tokenizer_config, tokenizer_matches_transformers,
           import_survives_allocation_failures, json_values, json_errors_name_offset_and_expectation,
           json_typed_getters, json_large_object, config_errors_name_file_and_key,
