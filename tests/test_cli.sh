@@ -109,6 +109,43 @@ b=$("$KILN" generate -m "$P" -p "the" -n 10 --temp 0.9 --seed 42 --print-ids 2>/
 if [ -n "$a" ] && [ "$a" = "$b" ]; then ok gen_seed_reproducible; else bad gen_seed_reproducible "'$a' vs '$b'"; fi
 expect gen_random_seed_printed 0 "seed " -- "$KILN" generate -m "$P" -p "the" -n 3
 
+# Sampler options: llama.cpp's names; bad values are usage errors naming the flag.
+expect gen_bad_top_k 2 "--top-k must be" -- "$KILN" generate -m "$P" -p hi --top-k -1
+expect gen_bad_top_p_zero 2 "--top-p must be" -- "$KILN" generate -m "$P" -p hi --top-p 0
+expect gen_bad_top_p_big 2 "--top-p must be" -- "$KILN" generate -m "$P" -p hi --top-p 1.5
+expect gen_bad_min_p 2 "--min-p must be" -- "$KILN" generate -m "$P" -p hi --min-p -0.1
+expect gen_bad_repeat_penalty 2 "--repeat-penalty must be" -- "$KILN" generate -m "$P" -p hi --repeat-penalty 0
+expect gen_bad_repeat_last_n 2 "--repeat-last-n must be" -- "$KILN" generate -m "$P" -p hi --repeat-last-n -2
+expect gen_stop_with_ids 2 "--stop works on text" -- "$KILN" generate -m "$P" -p hi --stop x --print-ids
+expect gen_all_samplers 0 "" -- "$KILN" generate -m "$P" -p "the" -n 8 --temp 0.7 --seed 3 --top-k 5 --top-p 0.9 --min-p 0.1 --repeat-penalty 1.3 --repeat-last-n -1
+# The fixture's greedy text for "the" is "the" then "222222222" (12 tokens).
+full=$("$KILN" generate -m "$P" -p "the" -n 12 --temp 0 2>/dev/null)
+if [ "$full" = "the222222222" ]; then ok gen_greedy_fixture_text; else bad gen_greedy_fixture_text "got '$full'"; fi
+out=$("$KILN" generate -m "$P" -p "the" -n 12 --temp 0 --stop 2222 --stats-json "$WORK/stop.json" 2>/dev/null)
+if [ "$out" = "the" ] && ! grep -q '"generated_tokens": 12' "$WORK/stop.json"; then ok gen_stop_early
+else bad gen_stop_early "got '$out', $(cat "$WORK/stop.json")"; fi
+# A held-back prefix that never completes is printed in the end.
+out=$("$KILN" generate -m "$P" -p "the" -n 12 --temp 0 --stop 22x --stop zz 2>/dev/null)
+if [ "$out" = "$full" ]; then ok gen_stop_no_match; else bad gen_stop_no_match "got '$out'"; fi
+expect gen_stats_stderr 0 "time to first token" -- "$KILN" generate -m "$P" -p "the" -n 4 --temp 0
+err=$("$KILN" generate -m "$P" -p "the" -n 4 --temp 0 --no-stats 2>&1 >/dev/null)
+if [ -z "$err" ]; then ok gen_no_stats; else bad gen_no_stats "stderr '$err'"; fi
+if command -v python3 >/dev/null; then
+  if "$KILN" generate -m "$P" -p "the" -n 6 --temp 0 --stats-json "$WORK/stats.json" >/dev/null 2>&1 &&
+     python3 - "$WORK/stats.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+keys = ["prompt_tokens", "generated_tokens", "load_ms", "ttft_ms", "prefill_tps", "decode_tps",
+        "sampling_ms", "peak_rss_bytes"]
+assert all(k in d for k in keys), d
+assert d["prompt_tokens"] == 2 and d["generated_tokens"] == 6, d
+assert d["peak_rss_bytes"] > 0 and d["ttft_ms"] >= 0, d
+PY
+  then ok gen_stats_json; else bad gen_stats_json; fi
+else
+  skip=$((skip + 1)); echo "skip gen_stats_json (no python3)"
+fi
+
 # The stories260K acceptance: exactly what llama2.c's run.c prints.
 S=$SHARED/models/stories260K
 if [ -f "$S/stories260K.bin" ] && command -v python3 >/dev/null; then

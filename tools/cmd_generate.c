@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,9 +22,28 @@ static const char *HELP =
     "  --prompt-ids IDS     prompt token ids, space- or comma-separated, used as given\n"
     "  -n, --n-predict N    most new tokens; -1 (default): until an end token or\n"
     "                       the context is full\n"
-    "  --temp T             temperature; 0 = greedy (default 0.8)\n"
+    "  --temp T             temperature; 0 = greedy, ignoring the samplers below\n"
+    "                       (default 0.8)\n"
+    "  --top-k N            keep the N most likely tokens; 0 = off (default 40)\n"
+    "  --top-p P            keep the most likely tokens up to probability P, in\n"
+    "                       (0, 1]; 1 = off (default 0.95)\n"
+    "  --min-p P            drop tokens less likely than P times the best, in\n"
+    "                       [0, 1]; 0 = off (default 0.05)\n"
+    "  --repeat-penalty F   penalise tokens seen in the last N; > 0, 1 = off\n"
+    "                       (default 1.0)\n"
+    "  --repeat-last-n N    the penalty's window; -1 = whole context, 0 = off\n"
+    "                       (default 64)\n"
     "  --seed S             sampler seed; -1 (default) = random, printed on stderr\n"
+    "  --stop STRING        stop when the generated text ends with STRING (not\n"
+    "                       printed); repeatable; not with --print-ids\n"
     "  --print-ids          print only the generated ids on one line\n"
+    "  --stats-json FILE    write the generation statistics as JSON to FILE\n"
+    "  --no-stats           no statistics block on stderr\n"
+    "\n"
+    "Samplers run in llama.cpp's order: repeat penalty, top-k, top-p, min-p,\n"
+    "temperature. After generating, statistics (tokens, load time, time to\n"
+    "first token, prefill and decode speed, sampling time, peak RSS) go to\n"
+    "stderr.\n"
     "  -h, --help           this text\n"
     "\n"
     "example:\n"
@@ -39,7 +59,74 @@ typedef struct {
     int prev;
     int print_ids;
     int count;
+    /* --stop: generated text not yet printed because it could be the start
+     * of a stop string (only the longest such tail is held). */
+    int generating, stopped;
+    char *const *stop;
+    int n_stop;
+    char *held;
+    size_t n_held, cap_held;
 } printer;
+
+/* Length of the longest suffix of t[0..n) that is a proper prefix of a stop
+ * string: the bytes that must wait for the next token. */
+static size_t stop_prefix_tail(const printer *p, const char *t, size_t n) {
+    size_t best = 0;
+    for (int k = 0; k < p->n_stop; k++) {
+        size_t sl = strlen(p->stop[k]);
+        for (size_t l = sl - 1 < n ? sl - 1 : n; l > best; l--)
+            if (!memcmp(t + n - l, p->stop[k], l)) {
+                best = l;
+                break;
+            }
+    }
+    return best;
+}
+
+/* Writes generated text, holding back what could start a stop string; on a
+ * match prints what comes before it and marks the printer stopped. Every
+ * occurrence starts inside the held bytes or the new ones, since held
+ * bytes are exactly the longest suffix that could start one. */
+static void emit(printer *p, const char *s, size_t len) {
+    if (!p->n_stop || !p->generating) {
+        fwrite(s, 1, len, stdout);
+        return;
+    }
+    if (p->stopped || !len) return;
+    if (p->n_held + len > p->cap_held) {
+        size_t cap = (p->n_held + len) * 2 + 64;
+        char *b = realloc(p->held, cap);
+        if (!b) { /* no room to hold back: print as is */
+            fwrite(p->held, 1, p->n_held, stdout);
+            fwrite(s, 1, len, stdout);
+            p->n_held = 0;
+            return;
+        }
+        p->held = b;
+        p->cap_held = cap;
+    }
+    memcpy(p->held + p->n_held, s, len);
+    p->n_held += len;
+    size_t first = p->n_held;
+    for (int k = 0; k < p->n_stop; k++) {
+        size_t sl = strlen(p->stop[k]);
+        for (size_t i = 0; i + sl <= p->n_held && i < first; i++)
+            if (!memcmp(p->held + i, p->stop[k], sl)) {
+                first = i;
+                break;
+            }
+    }
+    if (first < p->n_held) {
+        fwrite(p->held, 1, first, stdout);
+        p->n_held = 0;
+        p->stopped = 1;
+        return;
+    }
+    size_t keep = stop_prefix_tail(p, p->held, p->n_held);
+    fwrite(p->held, 1, p->n_held - keep, stdout);
+    memmove(p->held, p->held + p->n_held - keep, keep);
+    p->n_held = keep;
+}
 
 static void print_token(printer *p, int id) {
     size_t len;
@@ -53,14 +140,16 @@ static void print_token(printer *p, int id) {
             if (!((c >= 32 && c < 127) || (c >= 9 && c <= 13))) s = NULL;
         }
     }
-    if (s && len) fwrite(s, 1, len, stdout);
+    if (s && len) emit(p, s, len);
     p->prev = id;
 }
 
 static void print_flush(printer *p) {
     size_t len;
     const char *s = p->detok ? kiln_detokenizer_flush(p->detok, &len) : NULL;
-    if (s && len) fwrite(s, 1, len, stdout);
+    if (s && len) emit(p, s, len);
+    if (!p->stopped && p->n_held) fwrite(p->held, 1, p->n_held, stdout); /* could have been a stop string, was not */
+    p->n_held = 0;
 }
 
 static int on_token(void *user, int32_t id) {
@@ -69,7 +158,7 @@ static int on_token(void *user, int32_t id) {
     else print_token(p, id);
     fflush(stdout);
     p->count++;
-    return kiln_cli_interrupted != 0;
+    return kiln_cli_interrupted != 0 || p->stopped;
 }
 
 static int parse_ids(const char *s, int32_t **ids, int *n) {
@@ -101,11 +190,55 @@ static int parse_ids(const char *s, int32_t **ids, int *n) {
     return 0;
 }
 
+static void print_stats(FILE *f, const kiln_generate_result *r, double load_ms, long long rss) {
+    double pre_tps = r->prefill_ms > 0 ? r->n_prompt * 1000.0 / r->prefill_ms : 0;
+    double dec_tps = r->decode_ms > 0 ? r->n_generated * 1000.0 / r->decode_ms : 0;
+    fprintf(f,
+            "kiln generate: prompt %d tokens, generated %d tokens\n"
+            "kiln generate: load %.1f ms, time to first token %.1f ms\n"
+            "kiln generate: prefill %.1f tokens/s, decode %.1f tokens/s, sampling %.1f ms\n"
+            "kiln generate: peak RSS %.1f MiB\n",
+            r->n_prompt, r->n_generated, load_ms, r->ttft_ms, pre_tps, dec_tps, r->sampling_ms,
+            (double)rss / (1024.0 * 1024.0));
+}
+
+static int write_stats_json(const char *path, const kiln_generate_result *r, double load_ms, long long rss) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    double pre_tps = r->prefill_ms > 0 ? r->n_prompt * 1000.0 / r->prefill_ms : 0;
+    double dec_tps = r->decode_ms > 0 ? r->n_generated * 1000.0 / r->decode_ms : 0;
+    fprintf(f,
+            "{\"prompt_tokens\": %d, \"generated_tokens\": %d, \"load_ms\": %.3f, \"ttft_ms\": %.3f, "
+            "\"prefill_tps\": %.3f, \"decode_tps\": %.3f, \"sampling_ms\": %.3f, \"peak_rss_bytes\": %lld}\n",
+            r->n_prompt, r->n_generated, load_ms, r->ttft_ms, pre_tps, dec_tps, r->sampling_ms, rss);
+    return fclose(f) ? -1 : 0;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Peak resident set size in bytes (Linux reports ru_maxrss in KiB). */
+static long long peak_rss(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru)) return 0;
+#ifdef __APPLE__
+    return (long long)ru.ru_maxrss;
+#else
+    return (long long)ru.ru_maxrss * 1024;
+#endif
+}
+
 int kiln_cmd_generate(int argc, char **argv) {
     const char *cmd = "generate", *model = NULL, *prompt = NULL, *prompt_ids = NULL;
-    long long n_predict = -1, seed = -1;
-    double temp = 0.8;
-    int print_ids = 0;
+    const char *stats_json = NULL;
+    long long n_predict = -1, seed = -1, top_k = 40, repeat_last_n = 64;
+    double temp = 0.8, top_p = 0.95, min_p = 0.05, repeat_penalty = 1.0;
+    int print_ids = 0, no_stats = 0, n_stop = 0;
+    enum { MAX_STOP = 32 };
+    char *stop[MAX_STOP];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -129,6 +262,35 @@ int kiln_cmd_generate(int argc, char **argv) {
             if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
             if (kiln_cli_int(val, -1, (long long)0x7fffffffffffffffLL, &seed))
                 return kiln_cli_usage_error(cmd, "--seed must be -1 or a non-negative integer, got '%s'", val);
+        } else if (!strcmp(a, "--top-k")) {
+            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+            if (kiln_cli_int(val, 0, 0x7fffffff, &top_k))
+                return kiln_cli_usage_error(cmd, "--top-k must be an integer >= 0 (0 = off), got '%s'", val);
+        } else if (!strcmp(a, "--top-p")) {
+            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+            if (kiln_cli_float(val, 0, 1, &top_p) || !(top_p > 0))
+                return kiln_cli_usage_error(cmd, "--top-p must be a number in (0, 1], got '%s'", val);
+        } else if (!strcmp(a, "--min-p")) {
+            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+            if (kiln_cli_float(val, 0, 1, &min_p))
+                return kiln_cli_usage_error(cmd, "--min-p must be a number in [0, 1], got '%s'", val);
+        } else if (!strcmp(a, "--repeat-penalty")) {
+            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+            if (kiln_cli_float(val, 0, 1e30, &repeat_penalty) || !(repeat_penalty > 0))
+                return kiln_cli_usage_error(cmd, "--repeat-penalty must be a number > 0 (1 = off), got '%s'", val);
+        } else if (!strcmp(a, "--repeat-last-n")) {
+            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+            if (kiln_cli_int(val, -1, 0x7fffffff, &repeat_last_n))
+                return kiln_cli_usage_error(cmd, "--repeat-last-n must be -1 (whole context) or an integer >= 0, got '%s'", val);
+        } else if (!strcmp(a, "--stop")) {
+            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+            if (!*val) return kiln_cli_usage_error(cmd, "--stop needs a non-empty string");
+            if (n_stop == MAX_STOP) return kiln_cli_usage_error(cmd, "--stop given more than %d times", MAX_STOP);
+            stop[n_stop++] = argv[i];
+        } else if (!strcmp(a, "--stats-json")) {
+            if (!(stats_json = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+        } else if (!strcmp(a, "--no-stats")) {
+            no_stats = 1;
         } else if (!strcmp(a, "--print-ids")) {
             print_ids = 1;
         } else {
@@ -137,13 +299,15 @@ int kiln_cmd_generate(int argc, char **argv) {
     }
     if (!model) return kiln_cli_usage_error(cmd, "no model given (-m FILE)");
     if (!prompt == !prompt_ids) return kiln_cli_usage_error(cmd, "give exactly one of -p and --prompt-ids");
+    if (n_stop && print_ids) return kiln_cli_usage_error(cmd, "--stop works on text; it cannot be used with --print-ids");
 
     kiln_program *prog = NULL;
     kiln_session *sess = NULL;
     kiln_tokenizer *tok = NULL;
     int32_t *ids = NULL;
     int n_ids = 0, rc = KILN_EXIT_OK;
-    printer pr = {NULL, NULL, -1, 0, 0};
+    printer pr = {NULL, NULL, -1, 0, 0, 0, 0, stop, n_stop, NULL, 0, 0};
+    double load_t0 = now_ms();
     kiln_status st = kiln_program_open(model, &prog);
     /* Ids in, ids out needs no tokenizer. */
     if (!st && !(prompt_ids && print_ids)) st = kiln_tokenizer_from_program(prog, &tok);
@@ -173,6 +337,11 @@ int kiln_cmd_generate(int argc, char **argv) {
     kiln_generate_options_init(&o);
     o.n_predict = (int)n_predict;
     o.temperature = (float)temp;
+    o.top_k = (int)top_k;
+    o.top_p = (float)top_p;
+    o.min_p = (float)min_p;
+    o.repeat_penalty = (float)repeat_penalty;
+    o.repeat_last_n = (int)repeat_last_n;
     if (seed < 0) {
         seed = (long long)((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16)) & 0x7fffffffffffLL;
         if (temp > 0) fprintf(stderr, "kiln generate: seed %lld\n", seed);
@@ -192,6 +361,7 @@ int kiln_cmd_generate(int argc, char **argv) {
         rc = kiln_cli_fail(cmd, st);
         goto done;
     }
+    double load_ms = now_ms() - load_t0;
     if ((st = kiln_generate_check(prog, ids, n_ids, &o))) {
         rc = kiln_cli_fail(cmd, st);
         goto done;
@@ -208,6 +378,7 @@ int kiln_cmd_generate(int argc, char **argv) {
         }
     }
     kiln_generate_result res;
+    pr.generating = 1;
     st = kiln_generate(sess, ids, n_ids, &o, &res);
     if (st) {
         if (!print_ids) fflush(stdout);
@@ -216,11 +387,19 @@ int kiln_cmd_generate(int argc, char **argv) {
     }
     if (!print_ids) print_flush(&pr);
     printf("\n");
+    fflush(stdout);
+    long long rss = peak_rss();
+    if (!no_stats) print_stats(stderr, &res, load_ms, rss);
+    if (stats_json && write_stats_json(stats_json, &res, load_ms, rss)) {
+        fprintf(stderr, "kiln generate: error: cannot write '%s'\n", stats_json);
+        rc = KILN_EXIT_FAIL;
+    }
     if (kiln_cli_interrupted) {
         fprintf(stderr, "kiln generate: interrupted after %d tokens\n", res.n_generated);
         rc = KILN_EXIT_INTERRUPTED;
     }
 done:
+    free(pr.held);
     kiln_detokenizer_free(pr.detok);
     free(ids);
     kiln_tokenizer_free(tok);

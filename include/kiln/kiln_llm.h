@@ -98,23 +98,46 @@ void kiln_detokenizer_free(kiln_detokenizer *d);
 
 /* ---- generation --------------------------------------------------------- */
 
+/* Sampling follows llama.cpp's default sampler chain, with its defaults
+ * (kiln_generate_options_init): the repeat penalty over the last
+ * repeat_last_n tokens of the context (prompt included), then top-k, top-p,
+ * min-p, temperature, and a draw from the resulting distribution.
+ * Temperature 0 is greedy: the argmax of the raw logits (ties to the lowest
+ * id), whatever the other settings. Out-of-range values are
+ * KILN_ERR_INVALID_ARG, with a message naming the option and value. */
 typedef struct kiln_generate_options {
     int n_predict;        /* most new tokens; -1 = until an end token or the context is full */
-    float temperature;    /* 0 = greedy (ties to the lowest id) */
-    uint64_t seed;        /* sampler seed */
+    float temperature;    /* >= 0; default 0.8; 0 = greedy (ties to the lowest id; only the
+                           * repeat penalty applies before it, as in llama.cpp) */
+    uint64_t seed;        /* sampler seed; default 1 (0 is taken as a fixed non-zero state) */
     /* Called for each generated token (not for end tokens); return non-zero
      * to stop. May be NULL. */
     int (*on_token)(void *user, int32_t id);
     void *user;
+    int top_k;            /* keep the k most likely tokens; >= 0, default 40, 0 = off */
+    float top_p;          /* keep the fewest most likely tokens whose probability
+                           * sums to top_p; 0 < top_p <= 1, default 0.95, 1 = off */
+    float min_p;          /* drop tokens less likely than min_p times the most
+                           * likely one; 0..1, default 0.05, 0 = off */
+    float repeat_penalty; /* > 0, default 1.0 = off: each distinct token among the
+                           * last repeat_last_n has a positive logit divided by it,
+                           * any other multiplied by it */
+    int repeat_last_n;    /* the penalty's window; >= -1, default 64, 0 = off,
+                           * -1 = the whole context */
 } kiln_generate_options;
 
+/* Sets every option to its default (above). */
 void kiln_generate_options_init(kiln_generate_options *options);
 
 typedef struct kiln_generate_result {
     int n_prompt;    /* prompt tokens processed */
     int n_generated; /* tokens generated (end token not counted) */
     int stopped_at_end; /* 1 when an end token stopped generation */
-    double prefill_ms, decode_ms;
+    double prefill_ms; /* the prompt through prefill */
+    double decode_ms;  /* from the end of prefill to the end of generation */
+    double ttft_ms;    /* time to first token: from the start of prefill until
+                        * the first new token is chosen (0 when none is) */
+    double sampling_ms; /* time spent choosing tokens (part of the above) */
 } kiln_generate_result;
 
 /* Runs a prompt through `prefill` (in chunks no longer than the method

@@ -1,6 +1,7 @@
 /* generate.c: the generation loop. The prompt goes through `prefill` in
  * chunks no longer than the method takes, then one `decode` per token. The
  * context is checked before any work. */
+#include <math.h>
 #include <string.h>
 
 #include "kiln/kiln_llm.h"
@@ -12,6 +13,11 @@ void kiln_generate_options_init(kiln_generate_options *o) {
     o->n_predict = -1;
     o->temperature = 0.8f;
     o->seed = 1;
+    o->top_k = 40;
+    o->top_p = 0.95f;
+    o->min_p = 0.05f;
+    o->repeat_penalty = 1.0f;
+    o->repeat_last_n = 64;
 }
 
 /* Looks up the two LLM methods and their input indices. */
@@ -117,6 +123,17 @@ kiln_status kiln_generate_check(const kiln_program *p, const int32_t *prompt, in
             return kiln_error(KILN_ERR_INVALID_ARG, "prompt token %d is id %d, outside the vocabulary 0..%d",
                               i, prompt[i], lm.vocab - 1);
     if (!(o->temperature >= 0.0f)) return kiln_error(KILN_ERR_INVALID_ARG, "temperature %g must be a number >= 0", (double)o->temperature);
+    if (o->top_k < 0) return kiln_error(KILN_ERR_INVALID_ARG, "top_k %d must be >= 0 (0 = off)", o->top_k);
+    if (!(o->top_p > 0.0f && o->top_p <= 1.0f))
+        return kiln_error(KILN_ERR_INVALID_ARG, "top_p %g must be in (0, 1] (1 = off)", (double)o->top_p);
+    if (!(o->min_p >= 0.0f && o->min_p <= 1.0f))
+        return kiln_error(KILN_ERR_INVALID_ARG, "min_p %g must be in [0, 1] (0 = off)", (double)o->min_p);
+    if (!(o->repeat_penalty > 0.0f) || isinf(o->repeat_penalty))
+        return kiln_error(KILN_ERR_INVALID_ARG, "repeat_penalty %g must be a number > 0 (1 = off)",
+                          (double)o->repeat_penalty);
+    if (o->repeat_last_n < -1)
+        return kiln_error(KILN_ERR_INVALID_ARG, "repeat_last_n %d must be >= -1 (-1 = the whole context, 0 = off)",
+                          o->repeat_last_n);
     return KILN_OK;
 }
 
@@ -128,10 +145,20 @@ kiln_status kiln_generate(kiln_session *s, const int32_t *prompt, int n_prompt,
     kiln_status st = kiln_generate_check(p, prompt, n_prompt, o);
     if (st || (st = find_methods(p, &lm))) return st;
     int limit = o->n_predict >= 0 ? o->n_predict : lm.ctx - n_prompt;
-    float *probs = o->temperature > 0 ? kiln_malloc(sizeof(float) * (size_t)lm.vocab) : NULL;
-    if (o->temperature > 0 && !probs) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    kiln_sampler_params sp = {o->temperature, o->top_k, o->top_p, o->min_p, o->repeat_penalty};
+    kiln_sampler smp;
+    /* The context so far (prompt, then generated tokens): the repeat
+     * penalty's window is its tail. Only kept when the penalty is on. */
+    int window = o->repeat_last_n < 0 ? lm.ctx : o->repeat_last_n;
+    int track = o->temperature > 0 && o->repeat_penalty != 1.0f && window > 0;
+    int32_t *history = NULL;
+    if ((st = kiln_sampler_init(&smp, &sp, lm.vocab, o->seed))) return st;
+    if (track && !(history = kiln_malloc(sizeof *history * (size_t)lm.ctx))) {
+        kiln_sampler_free(&smp);
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    }
+    if (history) memcpy(history, prompt, sizeof *history * (size_t)n_prompt);
     if ((st = kiln_session_reset(s))) goto done;
-    uint64_t rng = o->seed ? o->seed : 0x9E3779B97F4A7C15ull;
     double t0 = kiln_now_ms();
     const float *logits;
     if ((st = prefill_chunks(s, &lm, prompt, n_prompt, 0, &logits))) goto done;
@@ -140,7 +167,13 @@ kiln_status kiln_generate(kiln_session *s, const int32_t *prompt, int n_prompt,
     res->prefill_ms = t1 - t0;
     int pos = n_prompt;
     while (res->n_generated < limit) {
-        int next = kiln_sample(logits, lm.vocab, o->temperature, &rng, probs);
+        int n_hist = track ? pos : 0;
+        int n_recent = n_hist < window ? n_hist : window;
+        double ts = kiln_now_ms();
+        int next = kiln_sampler_sample(&smp, logits, history ? history + n_hist - n_recent : NULL, n_recent);
+        double te = kiln_now_ms();
+        res->sampling_ms += te - ts;
+        if (res->n_generated == 0 && res->ttft_ms == 0) res->ttft_ms = te - t0;
         int is_end = 0;
         for (int e = 0; e < lm.n_end; e++) is_end |= lm.end_ids[e] == next;
         if (is_end) {
@@ -148,6 +181,7 @@ kiln_status kiln_generate(kiln_session *s, const int32_t *prompt, int n_prompt,
             break;
         }
         res->n_generated++;
+        if (history && pos < lm.ctx) history[pos] = next;
         if (o->on_token && o->on_token(o->user, next)) break;
         if (res->n_generated == limit || pos >= lm.ctx) break; /* the last token needs no forward pass */
         if ((st = decode_one(s, &lm, next, pos, &logits))) goto done;
@@ -155,6 +189,7 @@ kiln_status kiln_generate(kiln_session *s, const int32_t *prompt, int n_prompt,
     }
     res->decode_ms = kiln_now_ms() - t1;
 done:
-    kiln_free(probs);
+    kiln_free(history);
+    kiln_sampler_free(&smp);
     return st;
 }
