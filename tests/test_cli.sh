@@ -33,7 +33,7 @@ M=$WORK/model.bin T=$WORK/tok.bin P=$WORK/m.kiln
 expect version 0 "(program format 1)" -- "$KILN" --version
 expect no_args 2 "usage: kiln" -- "$KILN"
 expect unknown_command 2 "unknown command 'frobnicate'" -- "$KILN" frobnicate
-for c in compile info generate; do
+for c in compile info generate chat; do
   expect "help_$c" 0 "example" -- "$KILN" "$c" --help
 done
 expect compile_no_output 2 "no output given" -- "$KILN" compile "$M"

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "kiln/kiln.h"
+#include "kiln/kiln_llm.h"
 
 enum { KILN_EXIT_OK = 0, KILN_EXIT_FAIL = 1, KILN_EXIT_USAGE = 2, KILN_EXIT_INTERRUPTED = 130 };
 
@@ -35,5 +36,14 @@ int kiln_cmd_compile(int argc, char **argv);
 int kiln_cmd_info(int argc, char **argv);
 int kiln_cmd_generate(int argc, char **argv);
 int kiln_cmd_tokenize(int argc, char **argv);
+int kiln_cmd_chat(int argc, char **argv);
+
+/* Chat helpers (cmd_chat.c). The format: `override` (a name, or a Jinja
+ * file whose text is detected) when given, else the program's template. */
+kiln_status kiln_cli_chat_format(const kiln_program *prog, const char *override, kiln_chat_format *out);
+/* Encodes a rendered chat (special tokens parsed; BOS only where the
+ * tokenizer adds one and the text lacks it) into *ids (free()). */
+kiln_status kiln_cli_chat_encode(const kiln_tokenizer *tok, const char *text, size_t len, int32_t **ids,
+                                 int *n_ids);
 
 #endif

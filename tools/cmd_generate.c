@@ -36,6 +36,12 @@ static const char *HELP =
     "  --seed S             sampler seed; -1 (default) = random, printed on stderr\n"
     "  --stop STRING        stop when the generated text ends with STRING (not\n"
     "                       printed); repeatable; not with --print-ids\n"
+    "  --chat               render -p as a user turn with the chat template and\n"
+    "                       print only the answer\n"
+    "  --system TEXT        system message (--chat)\n"
+    "  --think, --no-think  Qwen3's thinking switch (--chat; default think)\n"
+    "  --chat-template NAME|FILE  chatml, smollm2, qwen3, llama3 or a Jinja file\n"
+    "                       (--chat; default: the program's template)\n"
     "  --print-ids          print only the generated ids on one line\n"
     "  --stats-json FILE    write the generation statistics as JSON to FILE\n"
     "  --no-stats           no statistics block on stderr\n"
@@ -233,7 +239,8 @@ static long long peak_rss(void) {
 
 int kiln_cmd_generate(int argc, char **argv) {
     const char *cmd = "generate", *model = NULL, *prompt = NULL, *prompt_ids = NULL;
-    const char *stats_json = NULL;
+    const char *stats_json = NULL, *system = NULL, *chat_template = NULL;
+    int chat = 0, think = 1;
     long long n_predict = -1, seed = -1, top_k = 40, repeat_last_n = 64;
     double temp = 0.8, top_p = 0.95, min_p = 0.05, repeat_penalty = 1.0;
     int print_ids = 0, no_stats = 0, n_stop = 0;
@@ -289,6 +296,16 @@ int kiln_cmd_generate(int argc, char **argv) {
             stop[n_stop++] = argv[i];
         } else if (!strcmp(a, "--stats-json")) {
             if (!(stats_json = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+        } else if (!strcmp(a, "--chat")) {
+            chat = 1;
+        } else if (!strcmp(a, "--think")) {
+            think = 1;
+        } else if (!strcmp(a, "--no-think")) {
+            think = 0;
+        } else if (!strcmp(a, "--system")) {
+            if (!(system = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+        } else if (!strcmp(a, "--chat-template")) {
+            if (!(chat_template = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
         } else if (!strcmp(a, "--no-stats")) {
             no_stats = 1;
         } else if (!strcmp(a, "--print-ids")) {
@@ -299,6 +316,8 @@ int kiln_cmd_generate(int argc, char **argv) {
     }
     if (!model) return kiln_cli_usage_error(cmd, "no model given (-m FILE)");
     if (!prompt == !prompt_ids) return kiln_cli_usage_error(cmd, "give exactly one of -p and --prompt-ids");
+    if (chat && !prompt) return kiln_cli_usage_error(cmd, "--chat needs -p TEXT");
+    if (!chat && (system || chat_template)) return kiln_cli_usage_error(cmd, "--system and --chat-template need --chat");
     if (n_stop && print_ids) return kiln_cli_usage_error(cmd, "--stop works on text; it cannot be used with --print-ids");
 
     kiln_program *prog = NULL;
@@ -320,6 +339,22 @@ int kiln_cmd_generate(int argc, char **argv) {
             rc = kiln_cli_usage_error(cmd, "--prompt-ids must be non-negative integers, got '%s'", prompt_ids);
             goto done;
         }
+    } else if (chat) {
+        kiln_chat_message msgs[2];
+        int n_msgs = 0;
+        kiln_chat_format fmt;
+        char *text = NULL;
+        size_t len;
+        if (system) msgs[n_msgs++] = (kiln_chat_message){"system", system};
+        msgs[n_msgs++] = (kiln_chat_message){"user", prompt};
+        if ((st = kiln_cli_chat_format(prog, chat_template, &fmt)) ||
+            (st = kiln_chat_render(fmt, msgs, n_msgs, 1, think, &text, &len)) ||
+            (st = kiln_cli_chat_encode(tok, text, len, &ids, &n_ids))) {
+            kiln_chat_free(text);
+            rc = kiln_cli_fail(cmd, st);
+            goto done;
+        }
+        kiln_chat_free(text);
     } else {
         size_t len = strlen(prompt);
         int cap = 2 * (int)len + 3; /* SentencePiece may need two ids a byte around added tokens */
@@ -368,7 +403,7 @@ int kiln_cmd_generate(int argc, char **argv) {
     }
     /* Echo the prompt in text mode as decoded from its tokens (llama2.c: as
      * run.c does, the BOS it starts with is not shown). */
-    if (!print_ids) { /* tok is set: text mode needs it */
+    if (!print_ids && !chat) { /* tok is set: text mode needs it */
         for (int i = 0; i < n_ids; i++) {
             if (runc && i == 0 && ids[0] == kiln_tokenizer_bos(tok)) {
                 pr.prev = ids[0];

@@ -12,6 +12,7 @@ static const struct {
     {"compile", kiln_cmd_compile, "compile a checkpoint into a .kiln program"},
     {"info", kiln_cmd_info, "describe a program: methods, state, constants, backends"},
     {"generate", kiln_cmd_generate, "generate text or token ids from a prompt"},
+    {"chat", kiln_cmd_chat, "chat with a model, turn by turn, keeping the KV cache"},
     {"tokenize", kiln_cmd_tokenize, "text to token ids, or ids back to text (--decode)"},
 };
 

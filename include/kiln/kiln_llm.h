@@ -138,6 +138,10 @@ typedef struct kiln_generate_result {
     double ttft_ms;    /* time to first token: from the start of prefill until
                         * the first new token is chosen (0 when none is) */
     double sampling_ms; /* time spent choosing tokens (part of the above) */
+    int n_past;      /* positions the session's cache holds after the call: the
+                      * prompt, then every generated token that went through
+                      * decode (an end token and the last token of a run cut
+                      * short by n_predict, on_token or the context do not) */
 } kiln_generate_result;
 
 /* Runs a prompt through `prefill` (in chunks no longer than the method
@@ -148,10 +152,79 @@ typedef struct kiln_generate_result {
 kiln_status kiln_generate(kiln_session *session, const int32_t *prompt, int n_prompt,
                           const kiln_generate_options *options, kiln_generate_result *result);
 
+/* Continues a session without resetting it: runs the `n_new` ids through
+ * prefill at positions start_pos.. (the cache must already hold positions
+ * 0..start_pos, e.g. result->n_past of an earlier call on this session),
+ * then generates as kiln_generate does. start_pos 0 resets the session
+ * first, which makes it kiln_generate. The repeat penalty's window sees
+ * only this call's ids and tokens. result->n_prompt is n_new. start_pos +
+ * n_new past the context (or an explicit n_predict past it) is
+ * KILN_ERR_INVALID_ARG before any work. Used for multi-turn chat, where each
+ * turn prefills only what the conversation added. */
+kiln_status kiln_generate_continue(kiln_session *session, const int32_t *new_ids, int n_new, int start_pos,
+                                   const kiln_generate_options *options, kiln_generate_result *result);
+
 /* The checks kiln_generate makes before any work (context, ids, options),
  * so a caller can validate before printing anything. */
 kiln_status kiln_generate_check(const kiln_program *program, const int32_t *prompt, int n_prompt,
                                 const kiln_generate_options *options);
+
+/* ---- chat formats ------------------------------------------------------- */
+
+/* Chat formats Kiln renders in C (no Jinja engine), each byte for byte what
+ * the checkpoint's own template renders for system/user/assistant messages
+ * (no tools):
+ *   CHATML  "<|im_start|>ROLE\nCONTENT<|im_end|>\n" per message;
+ *   SMOLLM2 ChatML, with SmolLM2's default system message ("You are a
+ *           helpful AI assistant named SmolLM, trained by Hugging Face")
+ *           when the first message is not a system one;
+ *   QWEN3   ChatML as Qwen3's template renders it: the first system message
+ *           leads, assistant history loses its <think> part except after
+ *           the last user message; enable_thinking == 0 follows the
+ *           generation prompt with "<think>\n\n</think>\n\n";
+ *   LLAMA3  <|begin_of_text|>, then <|start_header_id|>ROLE<|end_header_id|>
+ *           "\n\n" + trimmed content + <|eot_id|>; the assistant header
+ *           always ends it (Meta's Llama-3 template adds it unconditionally).
+ * Thread-safe: no state. */
+typedef enum kiln_chat_format {
+    KILN_CHAT_NONE = 0,
+    KILN_CHAT_CHATML = 1,
+    KILN_CHAT_SMOLLM2 = 2,
+    KILN_CHAT_QWEN3 = 3,
+    KILN_CHAT_LLAMA3 = 4,
+} kiln_chat_format;
+
+typedef struct kiln_chat_message {
+    const char *role;    /* "system", "user" or "assistant" */
+    const char *content; /* UTF-8, NUL-terminated */
+} kiln_chat_message;
+
+/* The format a Jinja chat template's text belongs to, found from
+ * distinctive substrings (SmolLM2's default system message, Qwen3's
+ * enable_thinking, Llama-3's header tokens, ChatML's <|im_start|>). A
+ * template Kiln cannot match is KILN_ERR_UNSUPPORTED, with a message saying
+ * what was found in it. */
+kiln_status kiln_chat_format_detect(const char *template_text, kiln_chat_format *out);
+
+/* kiln_chat_format_detect on the program's "tokenizer.chat_template";
+ * KILN_ERR_UNSUPPORTED when the program stores none. */
+kiln_status kiln_chat_format_from_program(const kiln_program *program, kiln_chat_format *out);
+
+/* "chatml", "smollm2", "qwen3", "llama3" to a format; other names are
+ * KILN_ERR_INVALID_ARG. */
+kiln_status kiln_chat_format_from_name(const char *name, kiln_chat_format *out);
+/* The name of a format ("none" for KILN_CHAT_NONE or unknown values); static. */
+const char *kiln_chat_format_name(kiln_chat_format format);
+
+/* Renders `n` messages as the format does, with the assistant's generation
+ * prompt at the end when add_generation_prompt is non-zero;
+ * enable_thinking matters to QWEN3 only (0: the empty think block). *out
+ * receives a NUL-terminated string the caller frees with kiln_chat_free,
+ * *len (may be NULL) its length. Roles other than system, user and
+ * assistant are KILN_ERR_UNSUPPORTED. */
+kiln_status kiln_chat_render(kiln_chat_format format, const kiln_chat_message *msgs, int n,
+                             int add_generation_prompt, int enable_thinking, char **out, size_t *len);
+void kiln_chat_free(char *s); /* NULL is a no-op */
 
 #ifdef __cplusplus
 }

@@ -103,21 +103,29 @@ static kiln_status decode_one(kiln_session *s, const llm_methods *lm, int32_t to
     return st;
 }
 
-kiln_status kiln_generate_check(const kiln_program *p, const int32_t *prompt, int n_prompt,
-                                const kiln_generate_options *o) {
+/* kiln_generate_check for ids that go in at start_pos. */
+static kiln_status check_at(const kiln_program *p, const int32_t *prompt, int n_prompt, int start,
+                            const kiln_generate_options *o) {
     llm_methods lm;
     kiln_status st = find_methods(p, &lm);
     if (st) return st;
     if (n_prompt < 1) return kiln_error(KILN_ERR_INVALID_ARG, "the prompt has no tokens");
-    if (n_prompt > lm.ctx)
-        return kiln_error(KILN_ERR_INVALID_ARG, "the prompt has %d tokens, more than the context of %d",
-                          n_prompt, lm.ctx);
+    if (start < 0 || start >= lm.ctx)
+        return kiln_error(KILN_ERR_INVALID_ARG, "start position %d is outside the context 0..%d", start, lm.ctx - 1);
+    if ((int64_t)start + n_prompt > lm.ctx) {
+        if (!start)
+            return kiln_error(KILN_ERR_INVALID_ARG, "the prompt has %d tokens, more than the context of %d",
+                              n_prompt, lm.ctx);
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "%d new tokens at position %d = %lld tokens, more than the context of %d", n_prompt,
+                          start, (long long)start + n_prompt, lm.ctx);
+    }
     if (o->n_predict < -1)
         return kiln_error(KILN_ERR_INVALID_ARG, "n_predict %d: use -1 (no limit) or a count >= 0", o->n_predict);
-    if (o->n_predict >= 0 && (int64_t)n_prompt + o->n_predict > lm.ctx)
+    if (o->n_predict >= 0 && (int64_t)start + n_prompt + o->n_predict > lm.ctx)
         return kiln_error(KILN_ERR_INVALID_ARG,
                           "prompt (%d tokens) + %d new tokens = %lld exceeds the context of %d",
-                          n_prompt, o->n_predict, (long long)n_prompt + o->n_predict, lm.ctx);
+                          start + n_prompt, o->n_predict, (long long)start + n_prompt + o->n_predict, lm.ctx);
     for (int i = 0; i < n_prompt; i++)
         if (prompt[i] < 0 || prompt[i] >= lm.vocab)
             return kiln_error(KILN_ERR_INVALID_ARG, "prompt token %d is id %d, outside the vocabulary 0..%d",
@@ -137,18 +145,24 @@ kiln_status kiln_generate_check(const kiln_program *p, const int32_t *prompt, in
     return KILN_OK;
 }
 
-kiln_status kiln_generate(kiln_session *s, const int32_t *prompt, int n_prompt,
-                          const kiln_generate_options *o, kiln_generate_result *res) {
+kiln_status kiln_generate_check(const kiln_program *p, const int32_t *prompt, int n_prompt,
+                                const kiln_generate_options *o) {
+    return check_at(p, prompt, n_prompt, 0, o);
+}
+
+kiln_status kiln_generate_continue(kiln_session *s, const int32_t *prompt, int n_prompt, int start,
+                                   const kiln_generate_options *o, kiln_generate_result *res) {
     memset(res, 0, sizeof *res);
     const kiln_program *p = kiln_session_program(s);
     llm_methods lm;
-    kiln_status st = kiln_generate_check(p, prompt, n_prompt, o);
+    kiln_status st = check_at(p, prompt, n_prompt, start, o);
     if (st || (st = find_methods(p, &lm))) return st;
-    int limit = o->n_predict >= 0 ? o->n_predict : lm.ctx - n_prompt;
+    int limit = o->n_predict >= 0 ? o->n_predict : lm.ctx - start - n_prompt;
     kiln_sampler_params sp = {o->temperature, o->top_k, o->top_p, o->min_p, o->repeat_penalty};
     kiln_sampler smp;
-    /* The context so far (prompt, then generated tokens): the repeat
-     * penalty's window is its tail. Only kept when the penalty is on. */
+    /* This call's context (prompt, then generated tokens; history[i] is
+     * position start + i): the repeat penalty's window is its tail. Only
+     * kept when the penalty is on. */
     int window = o->repeat_last_n < 0 ? lm.ctx : o->repeat_last_n;
     int track = o->temperature > 0 && o->repeat_penalty != 1.0f && window > 0;
     int32_t *history = NULL;
@@ -158,16 +172,17 @@ kiln_status kiln_generate(kiln_session *s, const int32_t *prompt, int n_prompt,
         return kiln_error(KILN_ERR_NOMEM, "out of memory");
     }
     if (history) memcpy(history, prompt, sizeof *history * (size_t)n_prompt);
-    if ((st = kiln_session_reset(s))) goto done;
+    if (start == 0 && (st = kiln_session_reset(s))) goto done;
     double t0 = kiln_now_ms();
     const float *logits;
-    if ((st = prefill_chunks(s, &lm, prompt, n_prompt, 0, &logits))) goto done;
+    if ((st = prefill_chunks(s, &lm, prompt, n_prompt, start, &logits))) goto done;
     res->n_prompt = n_prompt;
     double t1 = kiln_now_ms();
     res->prefill_ms = t1 - t0;
-    int pos = n_prompt;
+    int pos = start + n_prompt;
+    res->n_past = pos;
     while (res->n_generated < limit) {
-        int n_hist = track ? pos : 0;
+        int n_hist = track ? pos - start : 0;
         int n_recent = n_hist < window ? n_hist : window;
         double ts = kiln_now_ms();
         int next = kiln_sampler_sample(&smp, logits, history ? history + n_hist - n_recent : NULL, n_recent);
@@ -181,15 +196,21 @@ kiln_status kiln_generate(kiln_session *s, const int32_t *prompt, int n_prompt,
             break;
         }
         res->n_generated++;
-        if (history && pos < lm.ctx) history[pos] = next;
+        if (history && pos < lm.ctx) history[pos - start] = next;
         if (o->on_token && o->on_token(o->user, next)) break;
         if (res->n_generated == limit || pos >= lm.ctx) break; /* the last token needs no forward pass */
         if ((st = decode_one(s, &lm, next, pos, &logits))) goto done;
         pos++;
+        res->n_past = pos;
     }
     res->decode_ms = kiln_now_ms() - t1;
 done:
     kiln_free(history);
     kiln_sampler_free(&smp);
     return st;
+}
+
+kiln_status kiln_generate(kiln_session *s, const int32_t *prompt, int n_prompt,
+                          const kiln_generate_options *o, kiln_generate_result *res) {
+    return kiln_generate_continue(s, prompt, n_prompt, 0, o, res);
 }

@@ -1,0 +1,344 @@
+/* cmd_chat.c: `kiln chat`, an interactive multi-turn loop that keeps the KV
+ * cache between turns (each turn prefills only what the conversation
+ * added), `kiln chat --render-only` (a conversation in JSON to the prompt
+ * text), and the chat helpers `kiln generate --chat` shares. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/json.h"
+#include "cli.h"
+#include "kiln/kiln_llm.h"
+
+static const char *HELP =
+    "usage: kiln chat -m MODEL.kiln [options]\n"
+    "       kiln chat --render-only --messages FILE.json (-m MODEL.kiln | --chat-template NAME|FILE)\n"
+    "\n"
+    "Reads one user turn per line from stdin and prints each answer as it is\n"
+    "generated. The KV cache is kept between turns: each turn prefills only the\n"
+    "tokens the conversation added (stats on stderr).\n"
+    "\n"
+    "options:\n"
+    "  -m, --model FILE        compiled program (required but with --render-only\n"
+    "                          and --chat-template)\n"
+    "  --system TEXT           system message\n"
+    "  --think, --no-think     Qwen3's thinking switch (default: think)\n"
+    "  --chat-template NAME|FILE  chatml, smollm2, qwen3, llama3, or a Jinja file\n"
+    "                          whose format is detected (default: the program's)\n"
+    "  -n, --n-predict N       most new tokens a turn; -1 (default): until an end\n"
+    "                          token or the context is full\n"
+    "  --temp T                temperature; 0 = greedy (default 0.8)\n"
+    "  --seed S                sampler seed; -1 (default) = random\n"
+    "  --render-only           print the rendered prompt of --messages and exit\n"
+    "  --messages FILE         JSON array of {\"role\", \"content\"} (--render-only)\n"
+    "  --no-generation-prompt  render without the assistant prompt (--render-only)\n"
+    "  -h, --help              this text\n"
+    "\n"
+    "example:\n"
+    "  kiln chat -m smollm2.kiln --temp 0 -n 128\n";
+
+kiln_status kiln_cli_chat_format(const kiln_program *prog, const char *override, kiln_chat_format *out) {
+    if (!override) return kiln_chat_format_from_program(prog, out);
+    if (kiln_chat_format_from_name(override, out) == KILN_OK) return KILN_OK;
+    FILE *f = fopen(override, "rb");
+    if (!f)
+        return kiln_error(KILN_ERR_IO, "--chat-template '%s' is neither chatml, smollm2, qwen3, llama3 nor a "
+                                       "readable file", override);
+    size_t cap = 1 << 16, n = 0, got;
+    char *t = malloc(cap);
+    while (t && (got = fread(t + n, 1, cap - 1 - n, f)) > 0) {
+        n += got;
+        if (n + 1 == cap) {
+            char *u = realloc(t, cap *= 2);
+            if (!u) free(t);
+            t = u;
+        }
+    }
+    fclose(f);
+    if (!t) return kiln_error(KILN_ERR_NOMEM, "out of memory reading '%s'", override);
+    t[n] = 0;
+    kiln_status st = kiln_chat_format_detect(t, out);
+    free(t);
+    return st ? kiln_error_wrap(st, "'%s'", override) : KILN_OK;
+}
+
+kiln_status kiln_cli_chat_encode(const kiln_tokenizer *tok, const char *text, size_t len, int32_t **ids,
+                                 int *n_ids) {
+    int cap = 2 * (int)len + 3;
+    int32_t *a = malloc(sizeof *a * (size_t)cap);
+    if (!a) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    /* Special tokens in the text are parsed; BOS is added only where the
+     * tokenizer adds one and the rendered text does not start with it. */
+    kiln_status st = kiln_tokenizer_encode_flags(tok, text, len, 0, a + 1, cap - 1, n_ids);
+    int bos = kiln_tokenizer_bos(tok), probe[4], n_probe = 0;
+    if (!st && bos >= 0 &&
+        kiln_tokenizer_encode_flags(tok, "", 0, KILN_TOKENIZE_ADD_SPECIAL, probe, 4, &n_probe) == KILN_OK &&
+        n_probe > 0 && probe[0] == bos && (*n_ids == 0 || a[1] != bos)) {
+        a[0] = bos;
+        ++*n_ids;
+    } else {
+        memmove(a, a + 1, sizeof *a * (size_t)*n_ids);
+    }
+    if (st) {
+        free(a);
+        return st;
+    }
+    *ids = a;
+    return KILN_OK;
+}
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0, got;
+    char *t = malloc(cap);
+    while (t && (got = fread(t + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *u = realloc(t, cap *= 2);
+            if (!u) free(t);
+            t = u;
+        }
+    }
+    fclose(f);
+    *len = n;
+    return t;
+}
+
+static int render_only(const char *cmd, const char *model, const char *tmpl, const char *messages, int think,
+                       int gen_prompt) {
+    if (!messages) return kiln_cli_usage_error(cmd, "--render-only needs --messages FILE");
+    if (!model && !tmpl) return kiln_cli_usage_error(cmd, "--render-only needs -m MODEL or --chat-template");
+    kiln_program *prog = NULL;
+    kiln_json_doc doc = {0};
+    kiln_chat_message *m = NULL;
+    char *out = NULL, *text = NULL;
+    size_t len = 0;
+    kiln_chat_format fmt;
+    kiln_status st = KILN_OK;
+    if (!tmpl) st = kiln_program_open(model, &prog);
+    if (!st) st = kiln_cli_chat_format(prog, tmpl, &fmt);
+    if (!st && !(text = read_file(messages, &len))) st = kiln_error(KILN_ERR_IO, "cannot read '%s'", messages);
+    if (!st) st = kiln_json_parse(text, len, messages, 0, &doc);
+    if (!st && doc.root->type != KILN_JSON_ARRAY)
+        st = kiln_error(KILN_ERR_FORMAT, "'%s': expected an array of messages", messages);
+    if (!st && !(m = calloc(doc.root->len + 1, sizeof *m))) st = KILN_ERR_NOMEM;
+    for (size_t i = 0; !st && i < doc.root->len; i++) {
+        const kiln_json *r = kiln_json_get(&doc.root->items[i], "role");
+        const kiln_json *c = kiln_json_get(&doc.root->items[i], "content");
+        if (!r || !c || r->type != KILN_JSON_STRING || c->type != KILN_JSON_STRING)
+            st = kiln_error(KILN_ERR_FORMAT, "'%s': message %zu needs string 'role' and 'content'", messages, i);
+        else
+            m[i] = (kiln_chat_message){r->s, c->s};
+    }
+    if (!st) st = kiln_chat_render(fmt, m, (int)doc.root->len, gen_prompt, think, &out, &len);
+    int rc = st ? kiln_cli_fail(cmd, st) : KILN_EXIT_OK;
+    if (!st) fwrite(out, 1, len, stdout);
+    kiln_chat_free(out);
+    free(m);
+    kiln_json_free(&doc);
+    free(text);
+    kiln_program_close(prog);
+    return rc;
+}
+
+/* Streams an answer: prints through a detokenizer and keeps the text for
+ * the conversation, and the ids for the cache's record. */
+typedef struct {
+    kiln_detokenizer *detok;
+    char *text;
+    size_t n, cap;
+    int32_t *ids;
+    int n_ids;
+} answer;
+
+static void answer_put(answer *a, const char *s, size_t len) {
+    if (!s || !len) return;
+    fwrite(s, 1, len, stdout);
+    if (a->n + len + 1 > a->cap) {
+        size_t cap = (a->n + len + 1) * 2;
+        char *t = realloc(a->text, cap);
+        if (!t) return;
+        a->text = t;
+        a->cap = cap;
+    }
+    memcpy(a->text + a->n, s, len);
+    a->n += len;
+    a->text[a->n] = 0;
+}
+
+static int on_token(void *user, int32_t id) {
+    answer *a = user;
+    size_t len;
+    a->ids[a->n_ids++] = id;
+    const char *s = kiln_detokenizer_push(a->detok, id, &len);
+    answer_put(a, s, len);
+    fflush(stdout);
+    return kiln_cli_interrupted != 0;
+}
+
+int kiln_cmd_chat(int argc, char **argv) {
+    const char *cmd = "chat", *model = NULL, *system = NULL, *tmpl = NULL, *messages = NULL;
+    long long n_predict = -1, seed = -1;
+    double temp = 0.8;
+    int think = 1, render = 0, gen_prompt = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(HELP, stdout);
+            return KILN_EXIT_OK;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!(model = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+        } else if (!strcmp(a, "--system")) {
+            if (!(system = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+        } else if (!strcmp(a, "--chat-template")) {
+            if (!(tmpl = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+        } else if (!strcmp(a, "--messages")) {
+            if (!(messages = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+        } else if (!strcmp(a, "--think")) {
+            think = 1;
+        } else if (!strcmp(a, "--no-think")) {
+            think = 0;
+        } else if (!strcmp(a, "--render-only")) {
+            render = 1;
+        } else if (!strcmp(a, "--no-generation-prompt")) {
+            gen_prompt = 0;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+            if (kiln_cli_int(val, -1, 1 << 24, &n_predict))
+                return kiln_cli_usage_error(cmd, "-n must be -1 or a count >= 0, got '%s'", val);
+        } else if (!strcmp(a, "--temp")) {
+            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+            if (kiln_cli_float(val, 0, 100, &temp))
+                return kiln_cli_usage_error(cmd, "--temp must be a number in 0..100, got '%s'", val);
+        } else if (!strcmp(a, "--seed")) {
+            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+            if (kiln_cli_int(val, -1, (long long)0x7fffffffffffffffLL, &seed))
+                return kiln_cli_usage_error(cmd, "--seed must be -1 or a non-negative integer, got '%s'", val);
+        } else {
+            return kiln_cli_usage_error(cmd, "unknown argument '%s'", a);
+        }
+    }
+    if (render) return render_only(cmd, model, tmpl, messages, think, gen_prompt);
+    if (!model) return kiln_cli_usage_error(cmd, "no model given (-m FILE)");
+
+    kiln_program *prog = NULL;
+    kiln_session *sess = NULL;
+    kiln_tokenizer *tok = NULL;
+    kiln_chat_message *conv = NULL;
+    int n_conv = 0, cap_conv = 0, rc = KILN_EXIT_OK, turn = 0, n_past = 0, ctx = 0;
+    int32_t *past = NULL; /* the ids the cache holds, positions 0..n_past */
+    char *line = NULL;
+    size_t line_cap = 0;
+    answer ans = {0};
+    kiln_chat_format fmt;
+    int64_t ctx64 = 0;
+    kiln_status st = kiln_program_open(model, &prog);
+    if (!st) st = kiln_tokenizer_from_program(prog, &tok);
+    if (!st) st = kiln_cli_chat_format(prog, tmpl, &fmt);
+    if (!st) st = kiln_program_meta_int(prog, "llm.context_length", &ctx64);
+    if (!st) st = kiln_session_create(prog, &sess);
+    if (!st) st = kiln_detokenizer_create(tok, &ans.detok);
+    if (st) {
+        rc = kiln_cli_fail(cmd, st);
+        goto done;
+    }
+    ctx = (int)ctx64;
+    if (!(past = malloc(sizeof *past * (size_t)ctx)) || !(ans.ids = malloc(sizeof *ans.ids * (size_t)ctx))) {
+        rc = kiln_cli_fail(cmd, kiln_error(KILN_ERR_NOMEM, "out of memory"));
+        goto done;
+    }
+    kiln_generate_options o;
+    kiln_generate_options_init(&o);
+    o.n_predict = (int)n_predict;
+    o.temperature = (float)temp;
+    if (seed < 0) seed = (long long)((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16)) & 0x7fffffffffffLL;
+    o.seed = (uint64_t)seed;
+    o.on_token = on_token;
+    o.user = &ans;
+    int tty = isatty(0);
+    /* Each message owns its strings; conv grows by two a turn. */
+    cap_conv = 16;
+    if (!(conv = malloc(sizeof *conv * (size_t)cap_conv))) {
+        rc = kiln_cli_fail(cmd, kiln_error(KILN_ERR_NOMEM, "out of memory"));
+        goto done;
+    }
+    if (system) conv[n_conv++] = (kiln_chat_message){"system", strdup(system)};
+    for (;;) {
+        if (tty) fputs("> ", stderr);
+        ssize_t got = getline(&line, &line_cap, stdin);
+        if (got < 0 || kiln_cli_interrupted) break;
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
+        if (!got) continue;
+        if (n_conv + 2 > cap_conv) {
+            kiln_chat_message *c = realloc(conv, sizeof *conv * (size_t)(cap_conv *= 2));
+            if (!c) break;
+            conv = c;
+        }
+        conv[n_conv++] = (kiln_chat_message){"user", strdup(line)};
+        turn++;
+        char *text = NULL;
+        size_t len;
+        int32_t *ids = NULL;
+        int n_ids = 0;
+        if ((st = kiln_chat_render(fmt, conv, n_conv, 1, think, &text, &len)) ||
+            (st = kiln_cli_chat_encode(tok, text, len, &ids, &n_ids))) {
+            kiln_chat_free(text);
+            rc = kiln_cli_fail(cmd, st);
+            goto done;
+        }
+        kiln_chat_free(text);
+        if (n_ids >= ctx) {
+            fprintf(stderr, "kiln chat: error: turn %d: the conversation has %d tokens, the context holds %d\n",
+                    turn, n_ids, ctx);
+            free(ids);
+            rc = KILN_EXIT_FAIL;
+            goto done;
+        }
+        int start = n_past;
+        if (start > n_ids - 1 || memcmp(past, ids, sizeof *ids * (size_t)start)) {
+            if (start) fprintf(stderr, "kiln chat: turn %d: the conversation's tokens changed; prefilling all again\n", turn);
+            start = 0;
+        }
+        memcpy(past, ids, sizeof *ids * (size_t)n_ids);
+        ans.n = 0;
+        ans.n_ids = 0;
+        if (ans.text) ans.text[0] = 0;
+        kiln_generate_result res;
+        st = kiln_generate_continue(sess, ids + start, n_ids - start, start, &o, &res);
+        free(ids);
+        if (st) {
+            fflush(stdout);
+            rc = kiln_cli_fail(cmd, st);
+            goto done;
+        }
+        size_t fl;
+        const char *rest = kiln_detokenizer_flush(ans.detok, &fl);
+        answer_put(&ans, rest, fl);
+        fputc('\n', stdout);
+        fflush(stdout);
+        /* The cache now holds the prompt and the generated ids that went
+         * through decode. */
+        memcpy(past + n_ids, ans.ids, sizeof *past * (size_t)(res.n_past - n_ids));
+        n_past = res.n_past;
+        fprintf(stderr, "kiln chat: turn %d: prefilled %d new tokens at position %d, generated %d\n", turn,
+                n_ids - start, start, res.n_generated);
+        conv[n_conv++] = (kiln_chat_message){"assistant", strdup(ans.text ? ans.text : "")};
+        if (kiln_cli_interrupted) break;
+    }
+    if (kiln_cli_interrupted) rc = KILN_EXIT_INTERRUPTED;
+done:
+    for (int i = 0; i < n_conv; i++) free((char *)conv[i].content);
+    free(conv);
+    free(line);
+    free(past);
+    free(ans.ids);
+    free(ans.text);
+    kiln_detokenizer_free(ans.detok);
+    kiln_tokenizer_free(tok);
+    kiln_session_destroy(sess);
+    kiln_program_close(prog);
+    return rc;
+}
