@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -86,4 +87,68 @@ int kiln_cli_progress(void *user, const char *stage, uint64_t done, uint64_t tot
     }
     (void)user;
     return 0;
+}
+
+/* ---- generation flags ------------------------------------------------------- */
+
+void kiln_cli_sampling_init(kiln_cli_sampling *s) {
+    s->n_predict = -1;
+    s->seed = -1;
+    s->top_k = 40;
+    s->repeat_last_n = 64;
+    s->temp = 0.8;
+    s->top_p = 0.95;
+    s->min_p = 0.05;
+    s->repeat_penalty = 1.0;
+}
+
+int kiln_cli_sampling_flag(const char *cmd, int argc, char **argv, int *i, kiln_cli_sampling *s) {
+    const char *a = argv[*i], *val;
+    int is_n = !strcmp(a, "-n") || !strcmp(a, "--n-predict");
+    if (!is_n && strcmp(a, "--temp") && strcmp(a, "--seed") && strcmp(a, "--top-k") && strcmp(a, "--top-p") &&
+        strcmp(a, "--min-p") && strcmp(a, "--repeat-penalty") && strcmp(a, "--repeat-last-n"))
+        return 0;
+    if (!(val = kiln_cli_value(cmd, argc, argv, i))) return -1;
+    if (is_n) {
+        if (kiln_cli_int(val, -1, 1 << 24, &s->n_predict))
+            return kiln_cli_usage_error(cmd, "-n must be -1 or a count >= 0, got '%s'", val), -1;
+    } else if (!strcmp(a, "--temp")) {
+        if (kiln_cli_float(val, 0, 100, &s->temp))
+            return kiln_cli_usage_error(cmd, "--temp must be a number in 0..100, got '%s'", val), -1;
+    } else if (!strcmp(a, "--seed")) {
+        if (kiln_cli_int(val, -1, (long long)0x7fffffffffffffffLL, &s->seed))
+            return kiln_cli_usage_error(cmd, "--seed must be -1 or a non-negative integer, got '%s'", val), -1;
+    } else if (!strcmp(a, "--top-k")) {
+        if (kiln_cli_int(val, 0, 0x7fffffff, &s->top_k))
+            return kiln_cli_usage_error(cmd, "--top-k must be an integer >= 0 (0 = off), got '%s'", val), -1;
+    } else if (!strcmp(a, "--top-p")) {
+        if (kiln_cli_float(val, 0, 1, &s->top_p) || !(s->top_p > 0))
+            return kiln_cli_usage_error(cmd, "--top-p must be a number in (0, 1], got '%s'", val), -1;
+    } else if (!strcmp(a, "--min-p")) {
+        if (kiln_cli_float(val, 0, 1, &s->min_p))
+            return kiln_cli_usage_error(cmd, "--min-p must be a number in [0, 1], got '%s'", val), -1;
+    } else if (!strcmp(a, "--repeat-penalty")) {
+        if (kiln_cli_float(val, 0, 1e30, &s->repeat_penalty) || !(s->repeat_penalty > 0))
+            return kiln_cli_usage_error(cmd, "--repeat-penalty must be a number > 0 (1 = off), got '%s'", val), -1;
+    } else {
+        if (kiln_cli_int(val, -1, 0x7fffffff, &s->repeat_last_n))
+            return kiln_cli_usage_error(cmd, "--repeat-last-n must be -1 (whole context) or an integer >= 0, got '%s'",
+                                        val), -1;
+    }
+    return 1;
+}
+
+void kiln_cli_sampling_apply(const char *cmd, kiln_cli_sampling *s, kiln_generate_options *o) {
+    o->n_predict = (int)s->n_predict;
+    o->temperature = (float)s->temp;
+    o->top_k = (int)s->top_k;
+    o->top_p = (float)s->top_p;
+    o->min_p = (float)s->min_p;
+    o->repeat_penalty = (float)s->repeat_penalty;
+    o->repeat_last_n = (int)s->repeat_last_n;
+    if (s->seed < 0) {
+        s->seed = (long long)((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16)) & 0x7fffffffffffLL;
+        if (s->temp > 0) fprintf(stderr, "kiln %s: seed %lld\n", cmd, s->seed);
+    }
+    o->seed = (uint64_t)s->seed;
 }

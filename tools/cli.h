@@ -9,6 +9,7 @@
 
 #include "kiln/kiln.h"
 #include "kiln/kiln_llm.h"
+#include "kiln/kiln_llm.h"
 
 enum { KILN_EXIT_OK = 0, KILN_EXIT_FAIL = 1, KILN_EXIT_USAGE = 2, KILN_EXIT_INTERRUPTED = 130 };
 
@@ -31,6 +32,22 @@ const char *kiln_cli_value(const char *cmd, int argc, char **argv, int *i);
 /* A progress callback for kiln_compile: a bar on stderr when it is a
  * terminal, stops on Ctrl-C. */
 int kiln_cli_progress(void *user, const char *stage, uint64_t done, uint64_t total);
+
+/* The generation flags `generate` and `chat` share, as llama.cpp names them:
+ * -n, --temp, --seed, --top-k, --top-p, --min-p, --repeat-penalty,
+ * --repeat-last-n. */
+typedef struct kiln_cli_sampling {
+    long long n_predict, seed, top_k, repeat_last_n;
+    double temp, top_p, min_p, repeat_penalty;
+} kiln_cli_sampling;
+
+void kiln_cli_sampling_init(kiln_cli_sampling *s); /* llama.cpp's defaults, random seed */
+/* Parses argv[*i] if it is one of those flags: 1 consumed, 0 not one of
+ * them, -1 a usage error (printed). */
+int kiln_cli_sampling_flag(const char *cmd, int argc, char **argv, int *i, kiln_cli_sampling *s);
+/* Fills the options; a seed of -1 becomes a random one, printed on stderr
+ * when sampling is not greedy. */
+void kiln_cli_sampling_apply(const char *cmd, kiln_cli_sampling *s, kiln_generate_options *o);
 
 int kiln_cmd_compile(int argc, char **argv);
 int kiln_cmd_info(int argc, char **argv);

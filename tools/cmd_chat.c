@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/json.h"
@@ -30,7 +29,9 @@ static const char *HELP =
     "  -n, --n-predict N       most new tokens a turn; -1 (default): until an end\n"
     "                          token or the context is full\n"
     "  --temp T                temperature; 0 = greedy (default 0.8)\n"
-    "  --seed S                sampler seed; -1 (default) = random\n"
+    "  --seed S                sampler seed; -1 (default) = random, printed on stderr\n"
+    "  --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n\n"
+    "                          as in `kiln generate` (llama.cpp's defaults)\n"
     "  --render-only           print the rendered prompt of --messages and exit\n"
     "  --messages FILE         JSON array of {\"role\", \"content\"} (--render-only)\n"
     "  --no-generation-prompt  render without the assistant prompt (--render-only)\n"
@@ -181,11 +182,14 @@ static int on_token(void *user, int32_t id) {
 
 int kiln_cmd_chat(int argc, char **argv) {
     const char *cmd = "chat", *model = NULL, *system = NULL, *tmpl = NULL, *messages = NULL;
-    long long n_predict = -1, seed = -1;
-    double temp = 0.8;
+    kiln_cli_sampling smp;
+    kiln_cli_sampling_init(&smp);
     int think = 1, render = 0, gen_prompt = 1;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val;
+        const char *a = argv[i];
+        int used = kiln_cli_sampling_flag(cmd, argc, argv, &i, &smp);
+        if (used < 0) return KILN_EXIT_USAGE;
+        if (used) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(HELP, stdout);
             return KILN_EXIT_OK;
@@ -205,18 +209,6 @@ int kiln_cmd_chat(int argc, char **argv) {
             render = 1;
         } else if (!strcmp(a, "--no-generation-prompt")) {
             gen_prompt = 0;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_int(val, -1, 1 << 24, &n_predict))
-                return kiln_cli_usage_error(cmd, "-n must be -1 or a count >= 0, got '%s'", val);
-        } else if (!strcmp(a, "--temp")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_float(val, 0, 100, &temp))
-                return kiln_cli_usage_error(cmd, "--temp must be a number in 0..100, got '%s'", val);
-        } else if (!strcmp(a, "--seed")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_int(val, -1, (long long)0x7fffffffffffffffLL, &seed))
-                return kiln_cli_usage_error(cmd, "--seed must be -1 or a non-negative integer, got '%s'", val);
         } else {
             return kiln_cli_usage_error(cmd, "unknown argument '%s'", a);
         }
@@ -252,10 +244,7 @@ int kiln_cmd_chat(int argc, char **argv) {
     }
     kiln_generate_options o;
     kiln_generate_options_init(&o);
-    o.n_predict = (int)n_predict;
-    o.temperature = (float)temp;
-    if (seed < 0) seed = (long long)((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16)) & 0x7fffffffffffLL;
-    o.seed = (uint64_t)seed;
+    kiln_cli_sampling_apply(cmd, &smp, &o);
     o.on_token = on_token;
     o.user = &ans;
     int tty = isatty(0);

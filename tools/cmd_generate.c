@@ -241,13 +241,16 @@ int kiln_cmd_generate(int argc, char **argv) {
     const char *cmd = "generate", *model = NULL, *prompt = NULL, *prompt_ids = NULL;
     const char *stats_json = NULL, *system = NULL, *chat_template = NULL;
     int chat = 0, think = 1;
-    long long n_predict = -1, seed = -1, top_k = 40, repeat_last_n = 64;
-    double temp = 0.8, top_p = 0.95, min_p = 0.05, repeat_penalty = 1.0;
+    kiln_cli_sampling smp;
+    kiln_cli_sampling_init(&smp);
     int print_ids = 0, no_stats = 0, n_stop = 0;
     enum { MAX_STOP = 32 };
     char *stop[MAX_STOP];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
+        int used = kiln_cli_sampling_flag(cmd, argc, argv, &i, &smp);
+        if (used < 0) return KILN_EXIT_USAGE;
+        if (used) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(HELP, stdout);
             return KILN_EXIT_OK;
@@ -257,38 +260,6 @@ int kiln_cmd_generate(int argc, char **argv) {
             if (!(prompt = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
         } else if (!strcmp(a, "--prompt-ids")) {
             if (!(prompt_ids = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_int(val, -1, 1 << 24, &n_predict))
-                return kiln_cli_usage_error(cmd, "-n must be -1 or a count >= 0, got '%s'", val);
-        } else if (!strcmp(a, "--temp")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_float(val, 0, 100, &temp))
-                return kiln_cli_usage_error(cmd, "--temp must be a number in 0..100, got '%s'", val);
-        } else if (!strcmp(a, "--seed")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_int(val, -1, (long long)0x7fffffffffffffffLL, &seed))
-                return kiln_cli_usage_error(cmd, "--seed must be -1 or a non-negative integer, got '%s'", val);
-        } else if (!strcmp(a, "--top-k")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_int(val, 0, 0x7fffffff, &top_k))
-                return kiln_cli_usage_error(cmd, "--top-k must be an integer >= 0 (0 = off), got '%s'", val);
-        } else if (!strcmp(a, "--top-p")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_float(val, 0, 1, &top_p) || !(top_p > 0))
-                return kiln_cli_usage_error(cmd, "--top-p must be a number in (0, 1], got '%s'", val);
-        } else if (!strcmp(a, "--min-p")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_float(val, 0, 1, &min_p))
-                return kiln_cli_usage_error(cmd, "--min-p must be a number in [0, 1], got '%s'", val);
-        } else if (!strcmp(a, "--repeat-penalty")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_float(val, 0, 1e30, &repeat_penalty) || !(repeat_penalty > 0))
-                return kiln_cli_usage_error(cmd, "--repeat-penalty must be a number > 0 (1 = off), got '%s'", val);
-        } else if (!strcmp(a, "--repeat-last-n")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_int(val, -1, 0x7fffffff, &repeat_last_n))
-                return kiln_cli_usage_error(cmd, "--repeat-last-n must be -1 (whole context) or an integer >= 0, got '%s'", val);
         } else if (!strcmp(a, "--stop")) {
             if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
             if (!*val) return kiln_cli_usage_error(cmd, "--stop needs a non-empty string");
@@ -370,18 +341,7 @@ int kiln_cmd_generate(int argc, char **argv) {
     }
     kiln_generate_options o;
     kiln_generate_options_init(&o);
-    o.n_predict = (int)n_predict;
-    o.temperature = (float)temp;
-    o.top_k = (int)top_k;
-    o.top_p = (float)top_p;
-    o.min_p = (float)min_p;
-    o.repeat_penalty = (float)repeat_penalty;
-    o.repeat_last_n = (int)repeat_last_n;
-    if (seed < 0) {
-        seed = (long long)((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16)) & 0x7fffffffffffLL;
-        if (temp > 0) fprintf(stderr, "kiln generate: seed %lld\n", seed);
-    }
-    o.seed = (uint64_t)seed;
+    kiln_cli_sampling_apply(cmd, &smp, &o);
     pr.tok = tok;
     pr.print_ids = print_ids;
     const char *tok_model = kiln_program_meta_str(prog, "tokenizer.model");
