@@ -4,8 +4,10 @@
 # (made by scripts/make_llama_refs.sh) holds llama.cpp's prompt ids and 64
 # greedy steps with top-2 logits for SmolLM2-135M-Instruct Q4_1, twice:
 # "steps_f32" from the weights dequantized to F32 and "steps" from the Q4_1
-# file as llama.cpp runs it. Kiln compiles the Q4_1 GGUF and generates
-# greedily from the same ids; its ids must equal steps_f32's up to the first
+# file as llama.cpp runs it. Kiln compiles the Q4_1 GGUF; for each prompt,
+# `kiln tokenize -m P --add-special` of the text must give llama.cpp's prompt
+# ids exactly, and `kiln generate -p TEXT --temp 0` (from text, as a user runs
+# it) must continue greedily as llama.cpp did: its ids must equal steps_f32's up to the first
 # step whose recorded top-2 margin is under 1e-3 x |top-1| (there Kiln must
 # pick one of the two; the comparison stops), with at least 32 matching ids
 # per prompt. The agreement with "steps" is printed, not checked: llama.cpp's
@@ -114,9 +116,18 @@ print("references: llama.cpp %s, recorded %s; checked against steps_f32 (llama.c
 
 def generate(p):
     t0 = time.time()
-    cmd = [kiln, "generate", "-m", prog, "--prompt-ids", " ".join(map(str, p["prompt_ids"])),
-           "--print-ids", "--temp", "0", "-n", str(steps)]
+    # From text, as a user runs it: Kiln's tokenizer must give llama.cpp's
+    # prompt ids (checked below) and the continuation must follow.
+    cmd = [kiln, "generate", "-m", prog, "-p", p["text"], "--print-ids", "--temp", "0", "-n", str(steps)]
     return subprocess.run(cmd, capture_output=True, text=True), time.time() - t0
+
+
+def tokenize(text):
+    out = subprocess.run([kiln, "tokenize", "-m", prog, "--add-special"], input=text.encode(),
+                         capture_output=True)
+    if out.returncode != 0:
+        return None, out.stderr.decode(errors="replace").strip()[-300:]
+    return [int(x) for x in out.stdout.split()], None
 
 
 # The prompts run side by side (one thread each); results print in order.
@@ -125,6 +136,11 @@ with concurrent.futures.ThreadPoolExecutor(min(os.cpu_count() or 1, 4)) as pool:
 for n, p in enumerate(d["prompts"]):
     out, secs = runs[n]
     name = "prompt %d %r" % (n, p["text"][:40])
+    ids, err = tokenize(p["text"])
+    if ids != p["prompt_ids"]:
+        print("FAIL %s: kiln tokenize --add-special gave %s, llama.cpp %s" % (name, err or ids, p["prompt_ids"]))
+        failed += 1
+        continue
     if out.returncode != 0:
         print("FAIL %s: kiln generate exit %d: %s" % (name, out.returncode, out.stderr.strip()[-300:]))
         failed += 1
