@@ -24,7 +24,7 @@ extern "C" {
 #define KILN_VERSION_PATCH 0
 #define KILN_VERSION_STRING "0.1.0"
 /* Version of the program-file layout this library writes and reads. */
-#define KILN_FORMAT_VERSION 1
+#define KILN_FORMAT_VERSION 2
 /* Most dimensions a tensor may have. */
 #define KILN_MAX_DIMS 4
 
@@ -91,6 +91,22 @@ typedef struct kiln_session kiln_session;
  * lacks). A program is immutable: all functions taking a const program are
  * thread-safe. */
 kiln_status kiln_program_open(const char *path, kiln_program **out);
+
+/* How a program runs on this machine; all zero = the defaults. */
+typedef struct kiln_open_options {
+    /* Threads the cpu backend computes with (the caller's thread counts as
+     * one): 0 = $KILN_THREADS when set, else the number of online cores. */
+    int n_threads;
+    /* Kernel variant of the cpu backend ("scalar", "avx2", "avx512",
+     * "avx512-vnni", "neon", "dotprod", "i8mm"): NULL = $KILN_CPU when set,
+     * else the best this CPU runs. A variant the CPU cannot run is
+     * KILN_ERR_UNSUPPORTED naming the variants it can. */
+    const char *cpu_variant;
+} kiln_open_options;
+
+/* kiln_program_open with options (NULL = all defaults). */
+kiln_status kiln_program_open_with(const char *path, const kiln_open_options *options,
+                                   kiln_program **out);
 
 /* Closes a program. Every session made from it must be destroyed first.
  * NULL is a no-op. */

@@ -10,6 +10,9 @@
 
 #include "ir/ops.h"
 
+/* Most threads one program computes with. */
+#define KILN_MAX_THREADS 256
+
 typedef struct kiln_backend {
     const char *name;
     /* Compile time: parses the backend's options ("refuse=rms_norm") into
@@ -17,16 +20,20 @@ typedef struct kiln_backend {
     kiln_status (*configure)(kiln_module *m, const char *options);
     /* Compile time: 1 when this backend runs the node. */
     int (*supports)(const kiln_module *m, const kiln_graph *g, const kiln_node *n);
-    /* Run time: per-program context made when a program opens (may be NULL). */
-    kiln_status (*open)(const kiln_module *m, void **ctx);
+    /* Run time: per-program context made when a program opens (may be NULL).
+     * options is never NULL (zeroes = defaults). The context is shared by
+     * every session of the program, which may execute from several threads
+     * at once: exec must be safe for that. */
+    kiln_status (*open)(const kiln_module *m, const kiln_open_options *options, void **ctx);
     void (*close)(void *ctx);
     /* Runs one node; in[]/out carry actual shapes and data; scratch is the
      * method's planned scratch. Errors name the rule (the executor adds the
      * method and node). */
     kiln_status (*exec)(void *ctx, const kiln_node *n, const kiln_tensor *const *in,
                         kiln_tensor *out, void *scratch, uint64_t scratch_bytes);
-    /* The compute unit a node runs on, e.g. "scalar f32". */
-    const char *(*unit)(const kiln_node *n, const kiln_tensor *const *in);
+    /* The compute unit a node runs on, e.g. "scalar f32" or
+     * "avx512-vnni q4_0 x q8 dot"; ctx is the program's context from open. */
+    const char *(*unit)(void *ctx, const kiln_node *n, const kiln_tensor *const *in);
 } kiln_backend;
 
 const kiln_backend *kiln_backend_find(const char *name);
@@ -41,5 +48,6 @@ kiln_status kiln_ref_exec(void *ctx, const kiln_node *n, const kiln_tensor *cons
 
 extern const kiln_backend kiln_backend_ref_impl;
 extern const kiln_backend kiln_backend_test_impl;
+extern const kiln_backend kiln_backend_cpu_impl;
 
 #endif /* KILN_BACKEND_H */

@@ -6,6 +6,7 @@
 static const kiln_backend *const g_backends[] = {
     &kiln_backend_ref_impl,
     &kiln_backend_test_impl,
+    &kiln_backend_cpu_impl,
 };
 
 const kiln_backend *kiln_backend_find(const char *name) {

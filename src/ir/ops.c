@@ -182,9 +182,16 @@ static uint64_t scratch_attention(const kiln_node *n, const kiln_tensor *const *
     return (uint64_t)in[1]->ne[0] * sizeof(float); /* one row of scores at a time */
 }
 
-/* Non-f32 weights are expanded one row at a time into scratch. */
+uint64_t kiln_matmul_act_bytes(int64_t rows, int64_t k) {
+    return (uint64_t)rows * (uint64_t)((k + 31) / 32) * KILN_ACT_BLOCK_BYTES;
+}
+
+/* ref expands non-f32 weights one row at a time into scratch; backends that
+ * quantize activations (cpu) put the quantized rows there. */
 static uint64_t scratch_weight_row(const kiln_node *n, const kiln_tensor *const *in) {
-    return in[1]->dtype == KILN_F32 ? 0 : (uint64_t)in[1]->ne[1] * sizeof(float);
+    uint64_t row = in[1]->dtype == KILN_F32 ? 0 : (uint64_t)in[1]->ne[1] * sizeof(float);
+    uint64_t act = kiln_matmul_act_bytes(in[0]->ne[0], in[1]->ne[1]);
+    return row > act ? row : act;
 }
 
 static double flops_matmul(const kiln_node *n, const kiln_tensor *const *in, const kiln_tensor *o) {

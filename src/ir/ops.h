@@ -56,6 +56,13 @@ typedef struct kiln_op_info {
 /* A value's dtype and (largest) shape as a tensor view without data. */
 kiln_tensor kiln_value_view(const kiln_value *v);
 
+/* Scratch a matmul (or logits) node gets for its activations in a backend's
+ * own format: KILN_ACT_BLOCK_BYTES for every 32 values of each of `rows`
+ * rows of k values (k rounded up to 32), at least. A backend's quantized
+ * activation blocks must fit: e.g. 32 int8 + two f32 = 40 bytes. */
+#define KILN_ACT_BLOCK_BYTES 40
+uint64_t kiln_matmul_act_bytes(int64_t rows, int64_t k);
+
 const kiln_op_info *kiln_op_get(int op); /* NULL when out of range */
 const char *kiln_op_name(int op);        /* "?" when out of range */
 int kiln_op_from_name(const char *name); /* -1 when unknown */

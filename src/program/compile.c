@@ -124,7 +124,7 @@ static kiln_status partition(kiln_module *m, const char *spec) {
         char *colon = strchr(item, ':');
         if (colon) *colon = 0;
         const kiln_backend *b = kiln_backend_find(item);
-        if (!b) return kiln_error(KILN_ERR_INVALID_ARG, "unknown backend '%s' (available: ref, test)", item);
+        if (!b) return kiln_error(KILN_ERR_INVALID_ARG, "unknown backend '%s' (available: cpu, ref, test)", item);
         if (colon && !b->configure)
             return kiln_error(KILN_ERR_INVALID_ARG, "backend '%s' takes no options", item);
         if (b->configure && (st = b->configure(m, colon ? colon + 1 : NULL))) return st;

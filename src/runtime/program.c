@@ -20,7 +20,17 @@ static int list_names(const char *list, const char *name) {
 }
 
 kiln_status kiln_program_open(const char *path, kiln_program **out) {
+    return kiln_program_open_with(path, NULL, out);
+}
+
+kiln_status kiln_program_open_with(const char *path, const kiln_open_options *options,
+                                   kiln_program **out) {
+    static const kiln_open_options defaults;
+    if (!options) options = &defaults;
     *out = NULL;
+    if (options->n_threads < 0 || options->n_threads > KILN_MAX_THREADS)
+        return kiln_error(KILN_ERR_INVALID_ARG, "thread count %d is out of range 0..%d", options->n_threads,
+                          KILN_MAX_THREADS);
     if (!path) return kiln_error(KILN_ERR_INVALID_ARG, "no program path given");
     kiln_program *p = kiln_calloc(1, sizeof *p);
     if (!p || !(p->path = kiln_strdup(path))) {
@@ -51,7 +61,7 @@ kiln_status kiln_program_open(const char *path, kiln_program **out) {
             goto fail;
         }
         p->backends[i] = b;
-        if (b->open && (st = b->open(&p->mod, &p->backend_ctx[i]))) goto fail;
+        if (b->open && (st = b->open(&p->mod, options, &p->backend_ctx[i]))) goto fail;
         /* A node on ref is a fallback when the user did not ask for ref. */
         p->fallback[i] = b == kiln_backend_ref() && req && req->type == KILN_META_STR &&
                          !list_names(req->s, "ref");

@@ -239,7 +239,7 @@ static int ref_supports(const kiln_module *m, const kiln_graph *g, const kiln_no
     return n->op >= 0 && n->op < KILN_OP_COUNT;
 }
 
-static const char *ref_unit(const kiln_node *n, const kiln_tensor *const *in) {
+static const char *ref_unit(void *ctx, const kiln_node *n, const kiln_tensor *const *in) {
     return "scalar f32";
 }
 

@@ -54,7 +54,7 @@ static int test_supports(const kiln_module *m, const kiln_graph *g, const kiln_n
     return 1;
 }
 
-static kiln_status test_open(const kiln_module *m, void **ctx) {
+static kiln_status test_open(const kiln_module *m, const kiln_open_options *options, void **ctx) {
     const kiln_meta *e = kiln_meta_find(m, KEY_PERTURB);
     *ctx = NULL;
     if (e && e->type == KILN_META_STR && !(*ctx = kiln_strdup(e->s)))
@@ -75,7 +75,7 @@ static kiln_status test_exec(void *ctx, const kiln_node *n, const kiln_tensor *c
     return KILN_OK;
 }
 
-static const char *test_unit(const kiln_node *n, const kiln_tensor *const *in) {
+static const char *test_unit(void *ctx, const kiln_node *n, const kiln_tensor *const *in) {
     return "test scalar f32";
 }
 

@@ -1,0 +1,107 @@
+/* kernels.c: choosing the kernel table (CPU feature detection) and the
+ * activation formats shared by every variant. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define KILN_X86 1
+#elif defined(__aarch64__)
+#define KILN_ARM64 1
+#if defined(__linux__)
+#include <sys/auxv.h>
+#endif
+#endif
+
+int kiln_cpu_act_format(kiln_dtype w) {
+    switch (w) {
+    case KILN_F32:
+    case KILN_F16:
+    case KILN_BF16: return KILN_CPU_ACT_F32;
+    case KILN_Q8_0:
+    case KILN_Q4_0:
+    case KILN_Q4_1: return KILN_CPU_ACT_Q8;
+    case KILN_Q4_K:
+    case KILN_Q6_K: return KILN_CPU_ACT_Q8K;
+    default: return -1;
+    }
+}
+
+size_t kiln_cpu_act_row_bytes(int act, int64_t k) {
+    switch (act) {
+    case KILN_CPU_ACT_Q8: return (size_t)((k + 31) / 32) * sizeof(kiln_cpu_block_q8);
+    case KILN_CPU_ACT_Q8K: return (size_t)((k + 255) / 256) * sizeof(kiln_cpu_block_q8k);
+    default: return 0;
+    }
+}
+
+static const kiln_cpu_kernels *const g_tables[] = {
+#if KILN_X86
+    &kiln_cpu_kernels_avx512_vnni,
+    &kiln_cpu_kernels_avx512,
+    &kiln_cpu_kernels_avx2,
+#elif KILN_ARM64
+    &kiln_cpu_kernels_i8mm,
+    &kiln_cpu_kernels_dotprod,
+    &kiln_cpu_kernels_neon,
+#endif
+    &kiln_cpu_kernels_scalar,
+};
+
+int kiln_cpu_kernels_all(const kiln_cpu_kernels *const **out) {
+    *out = g_tables;
+    return (int)(sizeof g_tables / sizeof *g_tables);
+}
+
+int kiln_cpu_kernels_runnable(const kiln_cpu_kernels *k) {
+    if (k == &kiln_cpu_kernels_scalar) return 1;
+#if KILN_X86
+    __builtin_cpu_init();
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    if (k == &kiln_cpu_kernels_avx2) return avx2;
+    if (k == &kiln_cpu_kernels_avx512) return avx512;
+    if (k == &kiln_cpu_kernels_avx512_vnni) return avx512 && __builtin_cpu_supports("avx512vnni");
+#elif KILN_ARM64
+    if (k == &kiln_cpu_kernels_neon) return 1; /* Advanced SIMD is part of ARMv8-A */
+#if defined(__linux__)
+    unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)
+#endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1UL << 13)
+#endif
+    if (k == &kiln_cpu_kernels_dotprod) return (hw & HWCAP_ASIMDDP) != 0;
+    if (k == &kiln_cpu_kernels_i8mm) return (hw & HWCAP_ASIMDDP) && (hw2 & HWCAP2_I8MM);
+#endif
+#endif
+    return 0;
+}
+
+kiln_status kiln_cpu_kernels_select(const char *name, const kiln_cpu_kernels **out) {
+    const kiln_cpu_kernels *const *all;
+    int n = kiln_cpu_kernels_all(&all);
+    *out = NULL;
+    if (!name || !*name) name = getenv("KILN_CPU");
+    if (name && !*name) name = NULL;
+    for (int i = 0; i < n; i++) {
+        if (name ? strcmp(all[i]->name, name) != 0 : !kiln_cpu_kernels_runnable(all[i])) continue;
+        if (kiln_cpu_kernels_runnable(all[i])) {
+            *out = all[i];
+            return KILN_OK;
+        }
+        break;
+    }
+    char list[160] = "";
+    for (int i = 0; i < n; i++)
+        if (kiln_cpu_kernels_runnable(all[i])) {
+            if (*list) strncat(list, ", ", sizeof list - strlen(list) - 1);
+            strncat(list, all[i]->name, sizeof list - strlen(list) - 1);
+        }
+    return kiln_error(KILN_ERR_UNSUPPORTED, "cpu kernel variant '%s' %s (this CPU runs: %s)", name,
+                      "is unknown or not supported by this CPU", list);
+}

@@ -1,0 +1,92 @@
+/* kernels.h: the cpu backend's kernel table. One table per instruction-set
+ * variant (scalar, avx2, avx512, avx512-vnni, neon, dotprod, i8mm), each in
+ * its own file compiled with its own flags; the best one this CPU runs is
+ * chosen at open (or the one KILN_CPU / kiln_open_options.cpu_variant
+ * forces). Every entry of every table computes the same function; variants
+ * differ only in rounding order within the tolerances tests/test_cpu_kernels.c
+ * states.
+ *
+ * Matmuls: out[t, n] = sum_k x[t, k] * w[n, k]. Weights keep their stored
+ * block layout (GGUF's for q8_0/q4_0/q4_1/q4_K/q6_K, plain rows for
+ * f32/f16/bf16). Activations of a quantized matmul are first quantized, one
+ * row at a time, to the format the weight dtype pairs with
+ * (kiln_cpu_act_format), into the node's scratch; a gemm call then multiplies
+ * a tile of weight rows by a tile of activation rows. */
+#ifndef KILN_CPU_KERNELS_H
+#define KILN_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+#include "ir/ops.h"
+
+/* Activation formats. */
+typedef enum kiln_cpu_act {
+    KILN_CPU_ACT_F32 = 0, /* plain f32 rows, used in place (f32, f16, bf16 weights) */
+    KILN_CPU_ACT_Q8 = 1,  /* kiln_cpu_block_q8 per 32 values (q8_0, q4_0, q4_1 weights) */
+    KILN_CPU_ACT_Q8K = 2, /* kiln_cpu_block_q8k per 256 values (q4_K, q6_K weights) */
+} kiln_cpu_act;
+
+/* 32 activations: x[i] ~= d * q[i]; s = d * sum(q) (for weights with an
+ * offset or a minimum, e.g. q4_0's -8 and q4_1's m). */
+typedef struct kiln_cpu_block_q8 {
+    float d, s;
+    int8_t q[32];
+} kiln_cpu_block_q8;
+
+/* 256 activations: x[i] ~= d * q[i]; bsums[j] = sum of q[16j .. 16j+15]. */
+typedef struct kiln_cpu_block_q8k {
+    float d;
+    int16_t bsums[16];
+    int8_t q[256];
+} kiln_cpu_block_q8k;
+
+/* The activation format a weight dtype's matmul takes; -1 when the cpu
+ * backend has no matmul for it. */
+int kiln_cpu_act_format(kiln_dtype weight);
+/* Bytes of one activation row of k values (k a multiple of the weight's
+ * block); always <= kiln_matmul_act_bytes(1, k) (ops.h), so T rows fit the
+ * node's scratch. 0 for KILN_CPU_ACT_F32 (used in place). */
+size_t kiln_cpu_act_row_bytes(int act, int64_t k);
+
+/* out[t * ldo + r] = dot(weight row r, activation row t) for 0 <= r < nr,
+ * 0 <= t < nt. w: the first weight row, rows w_stride bytes apart; a: the
+ * first activation row (in the weight's activation format), rows a_stride
+ * bytes apart; k: values per row (a multiple of the weight's block). */
+typedef void (*kiln_cpu_gemm_fn)(int64_t k, const void *w, size_t w_stride, int64_t nr, const void *a,
+                                 size_t a_stride, int64_t nt, float *out, int64_t ldo);
+
+typedef struct kiln_cpu_kernels {
+    const char *name; /* "scalar", "avx2", "avx512", "avx512-vnni", "neon", "dotprod", "i8mm" */
+    /* Quantizes k values of x into one activation row (act Q8 or Q8K). */
+    void (*quantize_row)(int act, const float *x, void *dst, int64_t k);
+    /* Indexed by kiln_dtype (KILN_F32 .. KILN_Q6_K); NULL = not in this table. */
+    kiln_cpu_gemm_fn gemm[KILN_Q6_K + 1];
+    /* Vector helpers for the other ops (attention with an f32 or f16 cache). */
+    float (*dot_f32)(const float *a, const float *b, int64_t n);
+    float (*dot_f16)(const float *a, const uint16_t *b, int64_t n);
+    void (*axpy_f32)(float alpha, const float *x, float *y, int64_t n);   /* y += alpha * x */
+    void (*axpy_f16)(float alpha, const uint16_t *x, float *y, int64_t n);
+} kiln_cpu_kernels;
+
+/* The tables built into this binary, best first (the scalar one last). */
+int kiln_cpu_kernels_all(const kiln_cpu_kernels *const **out);
+/* 1 when this CPU can run the table's instructions. */
+int kiln_cpu_kernels_runnable(const kiln_cpu_kernels *k);
+/* The table to use: `name` (NULL = $KILN_CPU, and when that is unset the
+ * best runnable one). KILN_ERR_UNSUPPORTED names the runnable ones when
+ * `name` is unknown or this CPU cannot run it. */
+kiln_status kiln_cpu_kernels_select(const char *name, const kiln_cpu_kernels **out);
+
+/* The variant tables (kernels_<variant>.c); a variant not built for this
+ * architecture is absent from kiln_cpu_kernels_all. */
+extern const kiln_cpu_kernels kiln_cpu_kernels_scalar;
+extern const kiln_cpu_kernels kiln_cpu_kernels_avx2;
+extern const kiln_cpu_kernels kiln_cpu_kernels_avx512;
+extern const kiln_cpu_kernels kiln_cpu_kernels_avx512_vnni;
+extern const kiln_cpu_kernels kiln_cpu_kernels_neon;
+extern const kiln_cpu_kernels kiln_cpu_kernels_dotprod;
+extern const kiln_cpu_kernels kiln_cpu_kernels_i8mm;
+
+#endif /* KILN_CPU_KERNELS_H */
