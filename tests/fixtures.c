@@ -119,6 +119,7 @@ struct kt_oracle {
     float *data; /* the whole file */
     const float *emb, *rms_att, *wq, *wk, *wv, *wo, *rms_ffn, *w1, *w2, *w3, *rms_final, *wcls;
     double *kc, *vc; /* [layer][seq][kv_dim] */
+    int kv_f16;      /* round stored keys and values to f16, as an f16 KV cache does */
 };
 
 kt_oracle *kt_oracle_load(const char *path) {
@@ -170,6 +171,17 @@ void kt_oracle_reset(kt_oracle *o) {
 
 int kt_oracle_vocab(const kt_oracle *o) { return o->vocab; }
 
+void kt_oracle_set_kv_f16(kt_oracle *o, int on) { o->kv_f16 = on; }
+
+/* x rounded to the nearest IEEE half (ties to even; no overflow at these
+ * magnitudes), written independently of src/base/fp16.c. */
+static double round_f16(double x) {
+    if (fabs(x) < 0x1p-14) return nearbyint(x * 0x1p24) * 0x1p-24; /* subnormal: quantum 2^-24 */
+    int e;
+    double m = frexp(x, &e); /* 0.5 <= |m| < 1: 11 significant bits are m * 2^11 */
+    return ldexp(nearbyint(ldexp(m, 11)), e - 11);
+}
+
 static void rmsnorm_d(double *out, const double *x, const float *w, int n) {
     double ss = 0;
     for (int i = 0; i < n; i++) ss += x[i] * x[i];
@@ -212,6 +224,8 @@ void kt_oracle_forward(kt_oracle *o, int token, int pos, float *logits) {
             }
         }
         double *kc = o->kc + (size_t)l * o->seq * kvd, *vc = o->vc + (size_t)l * o->seq * kvd;
+        if (o->kv_f16)
+            for (int i = 0; i < kvd; i++) k[i] = round_f16(k[i]), v[i] = round_f16(v[i]);
         memcpy(kc + (size_t)pos * kvd, k, (size_t)kvd * sizeof(double));
         memcpy(vc + (size_t)pos * kvd, v, (size_t)kvd * sizeof(double));
         for (int h = 0; h < o->heads; h++) {
@@ -260,6 +274,11 @@ double kt_rel_err(const float *a, const float *b, int n) {
 
 int kt_compile(const char *model, const char *tokenizer, const char *out, int prefill, int max_seq,
                const char *backends) {
+    return kt_compile_kv(model, tokenizer, out, prefill, max_seq, backends, NULL);
+}
+
+int kt_compile_kv(const char *model, const char *tokenizer, const char *out, int prefill,
+                  int max_seq, const char *backends, const char *kv_type) {
     kiln_compile_options o;
     kiln_compile_options_init(&o);
     o.input = model;
@@ -268,5 +287,6 @@ int kt_compile(const char *model, const char *tokenizer, const char *out, int pr
     o.prefill = prefill;
     o.max_seq = max_seq;
     o.backends = backends;
+    o.kv_type = kv_type;
     return kiln_compile(&o);
 }

@@ -33,6 +33,9 @@ void kt_oracle_reset(kt_oracle *o);
 /* Runs token at pos (pos must be the next position) and writes vocab logits. */
 void kt_oracle_forward(kt_oracle *o, int token, int pos, float *logits);
 int kt_oracle_vocab(const kt_oracle *o);
+/* 1: keys and values are rounded to f16 when stored, as in an f16 KV cache
+ * (the default `--kv-type`); 0 (the default): kept in double. */
+void kt_oracle_set_kv_f16(kt_oracle *o, int on);
 
 /* max |a - b| / max |b| */
 double kt_rel_err(const float *a, const float *b, int n);
@@ -40,5 +43,8 @@ double kt_rel_err(const float *a, const float *b, int n);
 /* Compiles `model` (+ optional tokenizer) into `out` with the library; 0 ok. */
 int kt_compile(const char *model, const char *tokenizer, const char *out, int prefill, int max_seq,
                const char *backends);
+/* The same with a KV cache type ("f16", "f32"; NULL = the compiler's default, f16). */
+int kt_compile_kv(const char *model, const char *tokenizer, const char *out, int prefill,
+                  int max_seq, const char *backends, const char *kv_type);
 
 #endif

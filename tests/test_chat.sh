@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # test_chat.sh KILN: the chat formats against the checkpoints' own Jinja
 # templates rendered by Python's jinja2 the way transformers does
-# (trim_blocks, lstrip_blocks, raise_exception, strftime_now), byte for
-# byte, through `kiln chat --render-only`; then `kiln chat` and
-# `kiln generate --chat` on SmolLM2 when its GGUF is in the cache.
+# (trim_blocks, lstrip_blocks, raise_exception, strftime_now, tojson as
+# json.dumps), byte for byte, through `kiln chat --render-only`; then
+# `kiln chat` and `kiln generate --chat` on SmolLM2 when its GGUF is in the
+# cache. The Llama-3.1/3.2/3.3 templates are llama.cpp's copies
+# (models/templates/) from the llama-cpp-python 0.3.36 sdist: unpacked by
+# scripts/llama_cpp.sh under ${KILN_CACHE:-~/.cache/kiln}/llama.cpp, or
+# fetched with pip into a temporary folder.
 set -u
 KILN=$1
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 HERE=$(cd "$(dirname "$0")" && pwd)
 SHARED=${KILN_SHARED_DATA:-$HERE/../../shared/data}
-GGUF=${KILN_SMOLLM2_GGUF:-$HOME/.cache/kiln/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+CACHE=${KILN_CACHE:-$HOME/.cache/kiln}
+GGUF=${KILN_SMOLLM2_GGUF:-$CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+unset KILN_CHAT_DATE
 pass=0 fail=0 skip=0
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1"; [ -n "${2:-}" ] && echo "  $2"; }
@@ -31,46 +37,79 @@ CONV[multi_turn]='[{"role":"system","content":"Be kind."},{"role":"user","conten
 CONV[multi_no_system]='[{"role":"user","content":"One"},{"role":"assistant","content":"Two"},{"role":"user","content":"Three\u00e9 \u4f60\u597d"}]'
 CONV[think_history]='[{"role":"user","content":"Q1"},{"role":"assistant","content":"<think>\nreasoning here\n</think>\n\nA1"},{"role":"user","content":"Q2"}]'
 CONV[ends_assistant]='[{"role":"user","content":"Q1"},{"role":"assistant","content":"<think>\nr\n</think>\n\nA1"}]'
+CONV[late_system]='[{"role":"user","content":"a"},{"role":"system","content":" late system "},{"role":"user","content":"b"}]'
+# Jinja's trim is Python's str.strip(): Unicode whitespace goes too.
+CONV[unicode_space]='[{"role":"system","content":"\u00a0\u3000 sys\u2003\u000b"},{"role":"user","content":"\u0085\u001chi\u202f\u205f\u2028"}]'
+# Tool results (Llama-3.1+ only): rendered under an ipython header through tojson.
+declare -A TOOL_CONV
+TOOL_CONV[tool_result]='[{"role":"system","content":"  Use tools.  "},{"role":"user","content":"Weather in Paris?"},{"role":"assistant","content":"Let me check."},{"role":"tool","content":"{\"temp_c\": 18, \"sky\": \"cloudy <b>\"}\n\tback\\\\slash \u00e9 \u0001\u001f\u007f"},{"role":"ipython","content":"  raw  "},{"role":"user","content":"Thanks"}]'
 
-# render_ref TEMPLATE_FILE CONV_FILE THINK(0/1/-) BOS: what jinja2 renders.
+# render_ref TEMPLATE_FILE CONV_FILE THINK(0/1/-) BOS [DATE_STRING]: what
+# jinja2 renders; DATE_STRING is passed as the template's date_string, as
+# apply_chat_template(..., date_string=D) does. strftime_now formats
+# $REF_TODAY (YYYY-MM-DD; "now": the clock; default 2024-07-26).
 render_ref() {
   python3 - "$@" <<'PY'
-import json, sys
+import json, os, sys
 from datetime import datetime
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 tmpl, conv, think, bos = sys.argv[1:5]
 def raise_exception(m): raise jinja2.exceptions.TemplateError(m)
-def strftime_now(f): return datetime(2024, 7, 26).strftime(f)
+def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+today = os.environ.get("REF_TODAY", "2024-07-26")
+def strftime_now(f):
+    return (datetime.now() if today == "now" else datetime.strptime(today, "%Y-%m-%d")).strftime(f)
 env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+env.filters["tojson"] = tojson
 env.globals["raise_exception"] = raise_exception
 env.globals["strftime_now"] = strftime_now
 kw = dict(messages=json.load(open(conv)), add_generation_prompt=True, bos_token=bos, eos_token="")
 if think != "-": kw["enable_thinking"] = think == "1"
+if len(sys.argv) > 5: kw["date_string"] = sys.argv[5]
 sys.stdout.write(env.from_string(open(tmpl).read()).render(**kw))
 PY
 }
 
-# check FAMILY TEMPLATE_FILE BOS
+# compare TEST_NAME CONV_JSON REF_ARGS... -- KILN_ARGS...: renders a
+# conversation both ways and compares them byte for byte.
+compare() {
+  local name=$1 conv=$2
+  shift 2
+  local ref=()
+  while [ "$1" != -- ]; do ref+=("$1"); shift; done
+  shift
+  printf '%s' "$conv" >"$WORK/conv.json"
+  if ! render_ref "${ref[0]}" "$WORK/conv.json" "${ref[@]:1}" >"$WORK/want" 2>"$WORK/err"; then
+    bad "$name" "jinja2 failed: $(tail -1 "$WORK/err")"
+  elif ! "$KILN" chat --render-only --messages "$WORK/conv.json" "$@" >"$WORK/got" 2>"$WORK/err"; then
+    bad "$name" "$(cat "$WORK/err")"
+  elif cmp -s "$WORK/want" "$WORK/got"; then
+    ok "$name"
+  else
+    bad "$name" "$(diff <(od -c "$WORK/want") <(od -c "$WORK/got") | head -8)"
+  fi
+}
+
+# check FAMILY TEMPLATE_FILE BOS [DATE]: every conversation (and the tool
+# ones for Llama-3.1+), by name and by detecting the template file; DATE
+# goes to jinja2 as date_string and to Kiln as --chat-date.
 check() {
-  local fam=$1 t=$2 bos=$3
-  for name in "${!CONV[@]}"; do
-    printf '%s' "${CONV[$name]}" >"$WORK/$name.json"
+  local fam=$1 t=$2 bos=$3 date=${4:-}
+  local names=("${!CONV[@]}")
+  case $fam in llama3.*) names+=("${!TOOL_CONV[@]}") ;; esac
+  for name in "${names[@]}"; do
+    local conv=${CONV[$name]:-${TOOL_CONV[$name]:-}}
     for think in - 0 1; do
       [ "$fam" != qwen3 ] && [ "$think" != - ] && continue
-      local flag=
-      [ "$think" = 0 ] && flag=--no-think
-      [ "$think" = 1 ] && flag=--think
-      render_ref "$t" "$WORK/$name.json" "$think" "$bos" >"$WORK/want" || { bad "render_${fam}_${name}_$think" "jinja2 failed"; continue; }
-      # By name and by detecting the template file.
+      local flag=() ref=("$t" "$think" "$bos")
+      [ "$think" = 0 ] && flag=(--no-think)
+      [ "$think" = 1 ] && flag=(--think)
+      [ -n "$date" ] && { flag+=(--chat-date "$date"); ref+=("$date"); }
       for sel in "$fam" "$t"; do
-        if ! "$KILN" chat --render-only --chat-template "$sel" --messages "$WORK/$name.json" $flag >"$WORK/got" 2>"$WORK/err"; then
-          bad "render_${fam}_${name}_$think" "$(cat "$WORK/err")"
-        elif cmp -s "$WORK/want" "$WORK/got"; then
-          ok "render_${fam}_${name}_${think}_$( [ "$sel" = "$fam" ] && echo name || echo file)"
-        else
-          bad "render_${fam}_${name}_$think" "$(diff <(od -c "$WORK/want") <(od -c "$WORK/got") | head -8)"
-        fi
+        compare "render_${fam}_${name}_${think}_$( [ "$sel" = "$fam" ] && echo name || echo file)" "$conv" \
+          "${ref[@]}" -- --chat-template "$sel" "${flag[@]}"
       done
     done
   done
@@ -90,6 +129,85 @@ else
     fi
   done
 fi
+
+# Llama-3.1/3.2/3.3: llama.cpp's copies of Meta's templates, from the
+# llama-cpp-python sdist (unpacked, or the tarball, in the cache; else
+# fetched with pip). Sets TDIR.
+SDIST=llama_cpp_python-0.3.36
+LLAMA_TEMPLATES=(meta-llama-Llama-3.1-8B-Instruct meta-llama-Llama-3.2-3B-Instruct meta-llama-Llama-3.3-70B-Instruct)
+# Near relatives of the formats Kiln renders, which render differently: they
+# must be refused, not rendered as their relative.
+NEAR_TEMPLATES=(meetkai-functionary-medium-v3.1 meetkai-functionary-medium-v3.2 fireworks-ai-llama-3-firefunction-v2
+  HuggingFaceTB-SmolLM3-3B Qwen3.5-4B Qwen-QwQ-32B NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 Bielik-11B-v3.0-Instruct)
+find_llama_templates() {
+  local d tarball=$CACHE/llama.cpp/sdist/$SDIST.tar.gz
+  for d in "$CACHE"/llama.cpp/src/*/vendor/llama.cpp/models/templates; do
+    [ -f "$d/${LLAMA_TEMPLATES[0]}.jinja" ] && { TDIR=$d; return 0; }
+  done
+  if [ ! -f "$tarball" ]; then
+    mkdir -p "$WORK/sdist"
+    python3 -m pip download -q --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d "$WORK/sdist" \
+      >"$WORK/pip.log" 2>&1 || return 1
+    tarball=$WORK/sdist/$SDIST.tar.gz
+  fi
+  TDIR=$WORK/templates
+  mkdir -p "$TDIR"
+  for d in "${LLAMA_TEMPLATES[@]}" "${NEAR_TEMPLATES[@]}"; do
+    tar -xzf "$tarball" -O "$SDIST/vendor/llama.cpp/models/templates/$d.jinja" >"$TDIR/$d.jinja" 2>/dev/null ||
+      rm -f "$TDIR/$d.jinja"
+  done
+  [ -f "$TDIR/${LLAMA_TEMPLATES[0]}.jinja" ]
+}
+
+if [ "$HAVE_JINJA" = 0 ]; then
+  :
+elif ! find_llama_templates; then
+  skipped render_llama3.x "no llama.cpp templates in $CACHE/llama.cpp and pip download failed: $(tail -1 "$WORK/pip.log" 2>/dev/null)"
+else
+  BOS='<|begin_of_text|>'
+  for v in 1 2 3; do
+    t=$TDIR/meta-llama-Llama-3.$v-$( [ $v = 1 ] && echo 8B || { [ $v = 2 ] && echo 3B || echo 70B; } )-Instruct.jinja
+    if [ -f "$t" ]; then
+      # A fixed date on both sides (date_string / --chat-date).
+      check "llama3.$v" "$t" "$BOS" "05 Mar 2025"
+    else
+      skipped "render_llama3.$v" "$(basename "$t") not in the sdist"
+    fi
+  done
+  t31=$TDIR/${LLAMA_TEMPLATES[0]}.jinja t32=$TDIR/${LLAMA_TEMPLATES[1]}.jinja
+  # The templates' own dates: 3.1's fixed one; 3.2's today (strftime_now),
+  # or KILN_CHAT_DATE's.
+  compare llama3.1_default_date "${CONV[multi_turn]}" "$t31" - "$BOS" -- --chat-template "$t31"
+  [ -f "$t32" ] && REF_TODAY=now compare llama3.2_today "${CONV[multi_turn]}" "$t32" - "$BOS" -- --chat-template "$t32"
+  [ -f "$t32" ] && REF_TODAY=2031-01-09 KILN_CHAT_DATE="09 Jan 2031" \
+    compare llama3.2_env_date "${CONV[no_system]}" "$t32" - "$BOS" -- --chat-template "$t32"
+  KILN_CHAT_DATE="09 Jan 2031" compare llama3.1_env_date "${CONV[no_system]}" "$t31" - "$BOS" "09 Jan 2031" -- \
+    --chat-template llama3.1
+  # Without a generation prompt (3.1+ honour add_generation_prompt).
+  printf '%s' "${CONV[system_user]}" >"$WORK/c.json"
+  "$KILN" chat --render-only --chat-template llama3.1 --messages "$WORK/c.json" --no-generation-prompt >"$WORK/got" 2>&1
+  if [ "$(tail -c 22 "$WORK/got")" = "Hello there!<|eot_id|>" ]; then ok llama3.1_no_generation_prompt
+  else bad llama3.1_no_generation_prompt "$(cat "$WORK/got")"; fi
+  for n in "${NEAR_TEMPLATES[@]}"; do
+    [ -f "$TDIR/$n.jinja" ] || { skipped "refuse_$n" "not in the sdist"; continue; }
+    out=$("$KILN" chat --render-only --chat-template "$TDIR/$n.jinja" --messages "$WORK/c.json" 2>&1)
+    if [ $? = 1 ] && grep -q "chat template" <<<"$out"; then ok "refuse_$n"; else bad "refuse_$n" "$out"; fi
+  done
+fi
+
+# What Kiln does not render is a clear error: tool definitions, tool calls,
+# tool results outside Llama-3.1+, a bad date.
+printf '%s' '{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}]}' >"$WORK/tools.json"
+out=$("$KILN" chat --render-only --chat-template llama3.2 --messages "$WORK/tools.json" 2>&1)
+if [ $? = 1 ] && grep -q '"tools" (tool definitions)' <<<"$out"; then ok refuse_tool_definitions; else bad refuse_tool_definitions "$out"; fi
+printf '%s' '[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"type":"function","function":{"name":"f","arguments":"{}"}}]}]' >"$WORK/calls.json"
+out=$("$KILN" chat --render-only --chat-template llama3.1 --messages "$WORK/calls.json" 2>&1)
+if [ $? = 1 ] && grep -q 'message 1 has "tool_calls"' <<<"$out"; then ok refuse_tool_calls; else bad refuse_tool_calls "$out"; fi
+printf '%s' "${TOOL_CONV[tool_result]}" >"$WORK/tool.json"
+out=$("$KILN" chat --render-only --chat-template qwen3 --messages "$WORK/tool.json" 2>&1)
+if [ $? = 1 ] && grep -q "role 'tool'" <<<"$out"; then ok refuse_tool_role_qwen3; else bad refuse_tool_role_qwen3 "$out"; fi
+out=$(KILN_CHAT_DATE=$'26\nJul' "$KILN" chat --render-only --chat-template llama3.2 --messages "$WORK/tool.json" 2>&1)
+if [ $? = 1 ] && grep -q "KILN_CHAT_DATE" <<<"$out"; then ok refuse_bad_date; else bad refuse_bad_date "$out"; fi
 
 # Unknown templates are a clear error naming what was found.
 printf '%s' '{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}' >"$WORK/mistral.jinja"
@@ -135,5 +253,49 @@ if [ $rc = 0 ] && [ "$n_lines" -ge 2 ] && [ -n "$t1" ] && [ -n "$t2" ]; then
   fi
 else
   bad chat_two_turns "rc $rc: $(cat "$WORK/out" "$WORK/err")"
+fi
+
+# A render that departs from the cache mid-way: Qwen3's format without
+# thinking opens each answer with an empty think block that the next turn's
+# render drops from history. The cache is kept up to the change (the
+# longest common prefix), the rest prefilled, and the answer is the one a
+# fresh session gives for the whole conversation (greedy; the fresh one is
+# `kiln generate` on the full render, which prints prompt + answer).
+if ! command -v python3 >/dev/null; then
+  skipped chat_rewind "python3 unavailable"
+  finish
+fi
+printf 'What is 2+2?\nAnd times 3?\n' |
+  "$KILN" chat -m "$P" --chat-template qwen3 --no-think --temp 0 -n 24 >"$WORK/out" 2>"$WORK/err"
+rc=$?
+reuse=$(sed -n 's/.*turn 2: reusing \([0-9]*\) of \([0-9]*\) cached tokens.*/\1 \2/p' "$WORK/err")
+at=$(sed -n 's/.*turn 2: prefilled [0-9]* new tokens at position \([0-9]*\).*/\1/p' "$WORK/err")
+read -r kept cached <<<"${reuse:-0 0}"
+if [ $rc = 0 ] && [ "$kept" -gt 0 ] && [ "$kept" -lt "$cached" ] && [ "$at" = "$kept" ]; then
+  ok chat_rewind_keeps_prefix
+else
+  bad chat_rewind_keeps_prefix "rc $rc: $(cat "$WORK/err")"
+fi
+python3 - "$WORK/out" >"$WORK/conv.json" <<'PY'
+import json, sys
+a = open(sys.argv[1], encoding="utf-8").read().split("\n")
+assert len(a) == 3 and a[2] == "", "expected two one-line answers, got %r" % a
+json.dump([{"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": a[0]},
+           {"role": "user", "content": "And times 3?"}], sys.stdout)
+PY
+if [ $? = 0 ] &&
+  "$KILN" chat --render-only --chat-template qwen3 --no-think --messages "$WORK/conv.json" >"$WORK/prompt" &&
+  prompt=$(cat "$WORK/prompt"; printf x) &&
+  "$KILN" generate -m "$P" -p "${prompt%x}" --temp 0 -n 24 --no-stats >"$WORK/fresh" 2>"$WORK/err" &&
+  python3 - "$WORK/prompt" "$WORK/fresh" "$WORK/out" <<'PY'
+import sys
+prompt, fresh, out = (open(f, encoding="utf-8").read() for f in sys.argv[1:4])
+want = prompt + out.split("\n")[1] + "\n"
+sys.exit(0 if fresh == want else "fresh session: %r\nkiln chat turn 2: %r" % (fresh[len(prompt):], out))
+PY
+then
+  ok chat_rewind_equals_fresh
+else
+  bad chat_rewind_equals_fresh "$(cat "$WORK/out" "$WORK/err")"
 fi
 finish

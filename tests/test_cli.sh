@@ -55,7 +55,7 @@ names = [m["name"] for m in d["methods"]]
 assert names == ["prefill", "decode"], names
 pre = d["methods"][0]
 assert [i["name"] for i in pre["inputs"]] == ["tokens", "pos", "all_logits"]
-assert all(n["backend"] == "ref" and not n["fallback"] for n in pre["nodes"])
+assert all(n["backend"] == "cpu" and not n["fallback"] for n in pre["nodes"])  # the default backend
 assert any(s["name"] == "kv_cache.k.0" for s in d["state"])
 '; then ok info_json; else bad info_json; fi
 else
@@ -116,6 +116,12 @@ expect gen_bad_top_p_big 2 "--top-p must be" -- "$KILN" generate -m "$P" -p hi -
 expect gen_bad_min_p 2 "--min-p must be" -- "$KILN" generate -m "$P" -p hi --min-p -0.1
 expect gen_bad_repeat_penalty 2 "--repeat-penalty must be" -- "$KILN" generate -m "$P" -p hi --repeat-penalty 0
 expect gen_bad_repeat_last_n 2 "--repeat-last-n must be" -- "$KILN" generate -m "$P" -p hi --repeat-last-n -2
+expect gen_bad_threads 2 "-t must be a thread count" -- "$KILN" generate -m "$P" -p hi -t 0
+expect chat_bad_threads 2 "-t must be a thread count" -- "$KILN" chat -m "$P" --threads x
+# The cpu backend's results do not depend on the thread count.
+t1=$("$KILN" generate -m "$P" --prompt-ids "1 2 3" -n 12 --temp 0 --print-ids -t 1 2>/dev/null)
+t3=$("$KILN" generate -m "$P" --prompt-ids "1 2 3" -n 12 --temp 0 --print-ids --threads 3 2>/dev/null)
+if [ -n "$t1" ] && [ "$t1" = "$t3" ]; then ok gen_threads_same_ids; else bad gen_threads_same_ids "'$t1' vs '$t3'"; fi
 expect gen_stop_with_ids 2 "--stop works on text" -- "$KILN" generate -m "$P" -p hi --stop x --print-ids
 expect gen_all_samplers 0 "" -- "$KILN" generate -m "$P" -p "the" -n 8 --temp 0.7 --seed 3 --top-k 5 --top-p 0.9 --min-p 0.1 --repeat-penalty 1.3 --repeat-last-n -1
 # The fixture's greedy text for "the" is "the" then "222222222" (12 tokens).
@@ -163,7 +169,9 @@ else bad gen_ctrl_c "exit $rc: $(cat "$WORK/int.err")"; fi
 # The stories260K acceptance: exactly what llama2.c's run.c prints.
 S=$SHARED/models/stories260K
 if [ -f "$S/stories260K.bin" ] && command -v python3 >/dev/null; then
-  expect stories_compile 0 "wrote" -- "$KILN" compile "$S/stories260K.bin" --tokenizer "$S/tok512.bin" -o "$WORK/s.kiln"
+  # run.c's exact text is ref's promise; the cpu backend is checked against
+  # ref at a tolerance (test_cpu_backend, test_generate).
+  expect stories_compile 0 "wrote" -- "$KILN" compile "$S/stories260K.bin" --tokenizer "$S/tok512.bin" -o "$WORK/s.kiln" --backend ref
   # run.c's text holds generated_tokens + 1 sampled tokens (its loop samples
   # steps - prompt_tokens + 1), so -n is that count.
   if python3 - "$KILN" "$WORK/s.kiln" "$S/expected.json" <<'PY'
@@ -183,6 +191,86 @@ PY
 else
   skip=$((skip + 1)); echo "skip stories_exact_text (no shared data at $S or no python3)"
 fi
+
+# kiln compile --kv-type: f16 by default, f32 on request, shown by info.
+expect kv_type_default 0 "kv_cache.k.0     f16" -- "$KILN" info "$P"
+expect kv_type_f32 0 "wrote" -- "$KILN" compile "$M" -o "$WORK/kv32.kiln" --prefill 8 --kv-type f32
+expect kv_type_f32_info 0 "kv_cache.v.1     f32" -- "$KILN" info "$WORK/kv32.kiln"
+expect kv_type_bad 2 "--kv-type must be f16 or f32, got 'q8_0'" -- "$KILN" compile "$M" -o "$WORK/kvx.kiln" --kv-type q8_0
+
+# kiln bench: the table, CSV and JSON shapes on the fixture program (tiny
+# runs), the chunked prompt note, --machine's JSON file, and bad arguments.
+expect help_bench 0 "example" -- "$KILN" bench --help
+BA=(-m "$P" -p 8,12 -n 4 -r 2 -t 1)
+if command -v python3 >/dev/null; then
+  if "$KILN" bench "${BA[@]}" >"$WORK/b.txt" 2>&1 && python3 - "$WORK/b.txt" <<'PY'
+import sys
+lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
+rows = [l for l in lines if l.startswith("|")]
+assert len(rows) == 5, rows
+head = [c.strip() for c in rows[0].strip("|").split("|")]
+assert head == ["model", "size", "params", "backend", "threads", "test", "t/s"], head
+tests = []
+for r in rows[2:]:
+    c = [x.strip() for x in r.strip("|").split("|")]
+    assert len(c) == 7 and c[0] == "m.kiln" and c[4] == "1", c
+    mean, sd = c[6].split(" ± ")
+    assert float(mean) > 0 and float(sd) >= 0, c
+    tests.append(c[5])
+assert tests == ["pp8", "pp12", "tg4"], tests
+assert "pp8: one prefill call of 8 tokens" in lines, lines
+assert any(l.startswith("pp12: 2 prefill calls of up to 8 tokens") for l in lines), lines
+assert lines[-1].startswith("peak RSS: "), lines[-1]
+PY
+  then ok bench_table; else bad bench_table "$(head -12 "$WORK/b.txt")"; fi
+  if "$KILN" bench "${BA[@]}" -o csv >"$WORK/b.csv" 2>&1 && python3 - "$WORK/b.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert [(r["n_prompt"], r["n_gen"], r["n_batch"]) for r in rows] == [("8", "0", "8"), ("12", "0", "8"), ("0", "4", "1")], rows
+for r in rows:
+    assert float(r["avg_ts"]) > 0 and len(r["samples_ts"].split()) == 2 and int(r["peak_rss_bytes"]) > 0, r
+    assert r["type_k"] == "f16" and r["n_threads"] == "1" and int(r["model_n_params"]) > 0, r
+PY
+  then ok bench_csv; else bad bench_csv "$(head -5 "$WORK/b.csv")"; fi
+  if "$KILN" bench "${BA[@]}" -o json >"$WORK/b.json" 2>&1 && python3 - "$WORK/b.json" "$P" <<'PY'
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+assert isinstance(d, list) and len(d) == 3, d
+keys = {"model_filename", "model_size", "model_n_params", "n_prompt", "n_gen", "n_threads", "avg_ts",
+        "stddev_ts", "samples_ts", "backend", "peak_rss_bytes"}
+for o in d:
+    assert keys <= set(o), set(o) ^ keys
+    assert o["model_filename"] == sys.argv[2] and 0 < o["model_size"] < os.path.getsize(sys.argv[2]), o
+    assert len(o["samples_ts"]) == 2 and all(x > 0 for x in o["samples_ts"]), o
+    assert abs(o["avg_ts"] - sum(o["samples_ts"]) / 2) <= 1e-3 * o["avg_ts"], o
+    assert o["backend"] and o["peak_rss_bytes"] > 0, o
+assert [(o["n_prompt"], o["n_gen"]) for o in d] == [(8, 0), (12, 0), (0, 4)], d
+PY
+  then ok bench_json; else bad bench_json "$(head -5 "$WORK/b.json")"; fi
+  if KILN_CACHE="$WORK/cache" "$KILN" bench --machine -t 1 --mem-mib 16 >"$WORK/m.txt" 2>&1 &&
+     grep -q "memory read GB/s" "$WORK/m.txt" && python3 - "$WORK/cache/machine.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for k in ("cpu_model", "date", "n_threads", "f32_kernel", "i8_kernel", "single_thread", "all_threads"):
+    assert k in d, k
+for k in ("mem_read_gbps", "f32_gflops", "i8_gops"):
+    assert d["single_thread"][k] > 0, d
+PY
+  then ok bench_machine; else bad bench_machine "$(head -8 "$WORK/m.txt")"; fi
+else
+  skip=$((skip + 4)); echo "skip bench_table, bench_csv, bench_json, bench_machine (no python3)"
+fi
+expect bench_no_model 2 "no model given" -- "$KILN" bench -p 8
+expect bench_bad_reps 2 "-r must be an integer in 1..1000, got '0'" -- "$KILN" bench -m "$P" -r 0
+expect bench_bad_format 2 "-o must be table, csv or json, got 'xml'" -- "$KILN" bench -m "$P" -o xml
+expect bench_bad_list 2 "-p needs a comma-separated list" -- "$KILN" bench -m "$P" -p 8,,4
+expect bench_bad_number 2 "-n takes integers in 0..1048576, got 'x'" -- "$KILN" bench -m "$P" -n x
+expect bench_bad_threads 2 "-t takes integers in 1..1024, got '0'" -- "$KILN" bench -m "$P" -t 0
+expect bench_nothing 2 "nothing to measure" -- "$KILN" bench -m "$P" -p 0 -n 0
+expect bench_unknown_option 2 "unknown option '--frob'" -- "$KILN" bench -m "$P" --frob
+expect bench_machine_and_model 2 "drop -m" -- "$KILN" bench --machine -m "$P"
+expect bench_too_long 1 "does not fit the program's context" -- "$KILN" bench -m "$P" -p 100000 -r 1
+expect bench_missing_file 1 "nope.kiln" -- "$KILN" bench -m "$WORK/nope.kiln"
 
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]

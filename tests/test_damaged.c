@@ -510,7 +510,7 @@ static void reseal(uint8_t *b) {
  * "m0.const.ref" the ref of its first constant value, "m0.const.index" that
  * value's index (a fact, not a field). */
 typedef struct {
-    char name[48];
+    char name[96];
     size_t off;
     int width; /* bytes; 0 = a fact with no bytes */
     uint64_t val;
@@ -773,7 +773,7 @@ static const sem_case SEM[] = {
     {"state.count", NULL, 0xffffffff, AT_OPEN, "state count"},
     {"state.count", "state.count", -1, AT_OPEN, "after the last record"},
     {"state.0.dtype", NULL, 77, AT_OPEN, "unknown dtype 77"},
-    {"state.0.dtype", NULL, KILN_F16, AT_OPEN, "does not match state"},
+    {"state.0.dtype", NULL, KILN_BF16, AT_OPEN, "does not match state"},
     {"state.0.ndim", NULL, 0, AT_OPEN, "0 dims"},
     {"state.0.ndim", NULL, 5, AT_OPEN, "5 dims"},
     {"state.0.dim0", NULL, 0, AT_OPEN, "dim 0 is 0"},

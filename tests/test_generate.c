@@ -283,18 +283,19 @@ static const char *stories_file(const char *name) {
     return b;
 }
 
-/* Compiles stories260K once per prefill size (0: the default). NULL when
- * the shared data is absent or compiling failed (message printed). */
-static const char *stories_program(int prefill) {
-    static char done[2][600];
-    int k = prefill ? 1 : 0;
+/* Compiles stories260K once per prefill size (0: the default) and backend
+ * list (NULL: the default; "ref" for run.c's exact text). NULL when the
+ * shared data is absent or compiling failed (message printed). */
+static const char *stories_program_on(int prefill, const char *backends) {
+    static char done[4][600];
+    int k = (prefill ? 1 : 0) + (backends ? 2 : 0);
     if (!kt_shared_data()) return NULL;
     if (!done[k][0]) {
-        char name[32];
-        snprintf(name, sizeof name, "stories_p%d.kiln", prefill);
+        char name[48];
+        snprintf(name, sizeof name, "stories_p%d_%s.kiln", prefill, backends ? backends : "default");
         const char *out = kt_path(name);
         if (kt_compile(stories_file("stories260K.bin"), stories_file("tok512.bin"), out, prefill, 0,
-                       NULL)) {
+                       backends)) {
             fprintf(stderr, "  compile stories260K: %s\n", kiln_last_error());
             return NULL;
         }
@@ -302,6 +303,8 @@ static const char *stories_program(int prefill) {
     }
     return done[k];
 }
+
+static const char *stories_program(int prefill) { return stories_program_on(prefill, NULL); }
 
 /* ---- (a) stories260K acceptance --------------------------------------------------- */
 
@@ -314,7 +317,9 @@ TEST(stories260K_matches_run_c) {
     int n_cases = parse_cases(json, &cases);
     free(json);
     ASSERT_MSG(n_cases > 0, "expected.json: no cases parsed");
-    const char *path = stories_program(0);
+    /* run.c's exact text: on ref (the default backend is checked against ref
+     * at a tolerance by stories260K_default_backend_close_to_ref). */
+    const char *path = stories_program_on(0, "ref");
     ASSERT(path);
     kiln_program *p;
     kiln_session *s;
@@ -695,7 +700,55 @@ TEST(sampling_is_seeded) {
     kiln_program_close(p2);
 }
 
-TEST_MAIN(json_reader, stories260K_matches_run_c, stories260K_greedy_prefixes,
+/* The default backend (cpu) gives ref's logits on stories260K within 1e-3
+ * of the largest (summation order, and the f16 cache's rounding), at every
+ * position of a prefill and of the decodes after it. */
+static kiln_status all_logits(const char *path, const int32_t *toks, int n, float *out, int vocab) {
+    kiln_program *p;
+    kiln_session *s = NULL;
+    int pre, dec;
+    int64_t len = n - 4, one = 1;
+    int32_t zero = 0, all = 1;
+    const void *o;
+    kiln_status st = kiln_program_open(path, &p);
+    if (st) return st;
+    if (!(st = kiln_session_create(p, &s)) && !(st = kiln_program_find_method(p, "prefill", &pre)) &&
+        !(st = kiln_program_find_method(p, "decode", &dec)) &&
+        !(st = kiln_session_set_input(s, pre, 0, toks, KILN_I32, 1, &len)) &&
+        !(st = kiln_session_set_input(s, pre, 1, &zero, KILN_I32, 1, &one)) &&
+        !(st = kiln_session_set_input(s, pre, 2, &all, KILN_I32, 1, &one)) && !(st = kiln_session_execute(s, pre)) &&
+        !(st = kiln_session_get_output(s, pre, 0, &o, NULL, NULL, NULL)))
+        memcpy(out, o, sizeof(float) * (size_t)len * (size_t)vocab);
+    for (int32_t t = (int32_t)len; !st && t < n; t++)
+        if (!(st = kiln_session_set_input(s, dec, 0, &toks[t], KILN_I32, 1, &one)) &&
+            !(st = kiln_session_set_input(s, dec, 1, &t, KILN_I32, 1, &one)) && !(st = kiln_session_execute(s, dec)) &&
+            !(st = kiln_session_get_output(s, dec, 0, &o, NULL, NULL, NULL)))
+            memcpy(out + (size_t)t * (size_t)vocab, o, sizeof(float) * (size_t)vocab);
+    kiln_session_destroy(s);
+    kiln_program_close(p);
+    return st;
+}
+
+TEST(stories260K_default_backend_close_to_ref) {
+    if (!kt_shared_data()) SKIP("shared data not found (set KILN_SHARED_DATA)");
+    const char *pd = stories_program(0), *pr = stories_program_on(0, "ref");
+    ASSERT(pd && pr);
+    enum { N = 24, V = 512 };
+    int32_t toks[N];
+    for (int i = 0; i < N; i++) toks[i] = (int32_t)(1 + (i * 37) % (V - 1));
+    float *a = malloc(sizeof(float) * N * V), *b = malloc(sizeof(float) * N * V);
+    ASSERT_OK(all_logits(pd, toks, N, a, V));
+    ASSERT_OK(all_logits(pr, toks, N, b, V));
+    double worst = 0, e;
+    for (int t = 0; t < N; t++)
+        if ((e = kt_rel_err(a + (size_t)t * V, b + (size_t)t * V, V)) > worst) worst = e;
+    free(a);
+    free(b);
+    printf("  default backend vs ref: worst relative error %.3g (bound 1e-3)\n", worst);
+    ASSERT(worst <= 1e-3);
+}
+
+TEST_MAIN(json_reader, stories260K_matches_run_c, stories260K_default_backend_close_to_ref, stories260K_greedy_prefixes,
           stories260K_prefill_chunk_size_does_not_matter,
           generate_rejects_bad_arguments_before_any_work,
           generate_fills_context_and_stops_on_request, sampling_is_seeded)

@@ -4,7 +4,7 @@
 # (made by scripts/make_llama_refs.sh) holds llama.cpp's prompt ids and 64
 # greedy steps with top-2 logits for SmolLM2-135M-Instruct Q4_1, twice:
 # "steps_f32" from the weights dequantized to F32 and "steps" from the Q4_1
-# file as llama.cpp runs it. Kiln compiles the Q4_1 GGUF; for each prompt,
+# file as llama.cpp runs it. Kiln compiles the Q4_1 GGUF for ref; for each prompt,
 # `kiln tokenize -m P --add-special` of the text must give llama.cpp's prompt
 # ids exactly, and `kiln generate -p TEXT --temp 0` (from text, as a user runs
 # it) must continue greedily as llama.cpp did: its ids must equal steps_f32's up to the first
@@ -66,7 +66,7 @@ os.replace(dst + ".part.%d" % os.getpid(), dst)
 PY
 fi
 
-if ! "$KILN" compile "$MODEL" -o "$WORK/smol.kiln" --max-seq 256 >"$WORK/compile.log" 2>&1; then
+if ! "$KILN" compile "$MODEL" -o "$WORK/smol.kiln" --max-seq 256 --backend ref >"$WORK/compile.log" 2>&1; then
   echo "FAIL compile: $(tail -3 "$WORK/compile.log")"
   echo "0 passed, 1 failed, 0 skipped"
   exit 1

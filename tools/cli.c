@@ -91,6 +91,9 @@ int kiln_cli_progress(void *user, const char *stage, uint64_t done, uint64_t tot
 
 /* ---- generation flags ------------------------------------------------------- */
 
+/* The library's limit (KILN_MAX_THREADS); a larger count is refused at open. */
+#define KILN_CLI_MAX_THREADS 256
+
 void kiln_cli_sampling_init(kiln_cli_sampling *s) {
     s->n_predict = -1;
     s->seed = -1;
@@ -100,18 +103,25 @@ void kiln_cli_sampling_init(kiln_cli_sampling *s) {
     s->top_p = 0.95;
     s->min_p = 0.05;
     s->repeat_penalty = 1.0;
+    s->n_threads = 0;
 }
 
 int kiln_cli_sampling_flag(const char *cmd, int argc, char **argv, int *i, kiln_cli_sampling *s) {
     const char *a = argv[*i], *val;
     int is_n = !strcmp(a, "-n") || !strcmp(a, "--n-predict");
-    if (!is_n && strcmp(a, "--temp") && strcmp(a, "--seed") && strcmp(a, "--top-k") && strcmp(a, "--top-p") &&
-        strcmp(a, "--min-p") && strcmp(a, "--repeat-penalty") && strcmp(a, "--repeat-last-n"))
+    int is_t = !strcmp(a, "-t") || !strcmp(a, "--threads");
+    if (!is_n && !is_t && strcmp(a, "--temp") && strcmp(a, "--seed") && strcmp(a, "--top-k") &&
+        strcmp(a, "--top-p") && strcmp(a, "--min-p") && strcmp(a, "--repeat-penalty") &&
+        strcmp(a, "--repeat-last-n"))
         return 0;
     if (!(val = kiln_cli_value(cmd, argc, argv, i))) return -1;
     if (is_n) {
         if (kiln_cli_int(val, -1, 1 << 24, &s->n_predict))
             return kiln_cli_usage_error(cmd, "-n must be -1 or a count >= 0, got '%s'", val), -1;
+    } else if (is_t) {
+        if (kiln_cli_int(val, 1, KILN_CLI_MAX_THREADS, &s->n_threads))
+            return kiln_cli_usage_error(cmd, "-t must be a thread count in 1..%d, got '%s'",
+                                        KILN_CLI_MAX_THREADS, val), -1;
     } else if (!strcmp(a, "--temp")) {
         if (kiln_cli_float(val, 0, 100, &s->temp))
             return kiln_cli_usage_error(cmd, "--temp must be a number in 0..100, got '%s'", val), -1;
@@ -151,4 +161,11 @@ void kiln_cli_sampling_apply(const char *cmd, kiln_cli_sampling *s, kiln_generat
         if (s->temp > 0) fprintf(stderr, "kiln %s: seed %lld\n", cmd, s->seed);
     }
     o->seed = (uint64_t)s->seed;
+}
+
+kiln_status kiln_cli_open_program(const char *path, const kiln_cli_sampling *s, kiln_program **out) {
+    kiln_open_options o;
+    memset(&o, 0, sizeof o);
+    o.n_threads = (int)s->n_threads;
+    return kiln_program_open_with(path, &o, out);
 }

@@ -35,10 +35,11 @@ int kiln_cli_progress(void *user, const char *stage, uint64_t done, uint64_t tot
 
 /* The generation flags `generate` and `chat` share, as llama.cpp names them:
  * -n, --temp, --seed, --top-k, --top-p, --min-p, --repeat-penalty,
- * --repeat-last-n. */
+ * --repeat-last-n, and -t/--threads (how the program is opened). */
 typedef struct kiln_cli_sampling {
     long long n_predict, seed, top_k, repeat_last_n;
     double temp, top_p, min_p, repeat_penalty;
+    long long n_threads; /* 0: the library's default ($KILN_THREADS, else all cores) */
 } kiln_cli_sampling;
 
 void kiln_cli_sampling_init(kiln_cli_sampling *s); /* llama.cpp's defaults, random seed */
@@ -48,6 +49,8 @@ int kiln_cli_sampling_flag(const char *cmd, int argc, char **argv, int *i, kiln_
 /* Fills the options; a seed of -1 becomes a random one, printed on stderr
  * when sampling is not greedy. */
 void kiln_cli_sampling_apply(const char *cmd, kiln_cli_sampling *s, kiln_generate_options *o);
+/* Opens the program with the flags' open options (-t). */
+kiln_status kiln_cli_open_program(const char *path, const kiln_cli_sampling *s, kiln_program **out);
 
 int kiln_cmd_compile(int argc, char **argv);
 int kiln_cmd_info(int argc, char **argv);

@@ -1,7 +1,8 @@
 /* cmd_chat.c: `kiln chat`, an interactive multi-turn loop that keeps the KV
- * cache between turns (each turn prefills only what the conversation
- * added), `kiln chat --render-only` (a conversation in JSON to the prompt
- * text), and the chat helpers `kiln generate --chat` shares. */
+ * cache between turns (each turn prefills only what the new render does not
+ * share with the ids already cached), `kiln chat --render-only` (a
+ * conversation in JSON to the prompt text), and the chat helpers
+ * `kiln generate --chat` shares. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,16 +17,22 @@ static const char *HELP =
     "       kiln chat --render-only --messages FILE.json (-m MODEL.kiln | --chat-template NAME|FILE)\n"
     "\n"
     "Reads one user turn per line from stdin and prints each answer as it is\n"
-    "generated. The KV cache is kept between turns: each turn prefills only the\n"
-    "tokens the conversation added (stats on stderr).\n"
+    "generated. The KV cache is kept between turns: each turn keeps the cached\n"
+    "tokens the new render starts with and prefills only the rest (stats on\n"
+    "stderr; a render that departs from the cache, as Qwen3's does when it drops\n"
+    "past <think> blocks, keeps the part before the change).\n"
     "\n"
     "options:\n"
     "  -m, --model FILE        compiled program (required but with --render-only\n"
     "                          and --chat-template)\n"
     "  --system TEXT           system message\n"
     "  --think, --no-think     Qwen3's thinking switch (default: think)\n"
-    "  --chat-template NAME|FILE  chatml, smollm2, qwen3, llama3, or a Jinja file\n"
-    "                          whose format is detected (default: the program's)\n"
+    "  --chat-template NAME|FILE  chatml, smollm2, qwen3, llama3, llama3.1,\n"
+    "                          llama3.2, llama3.3, or a Jinja file whose format is\n"
+    "                          detected (default: the program's)\n"
+    "  --chat-date DATE        Llama-3.1+'s \"Today Date\" (e.g. \"26 Jul 2024\");\n"
+    "                          default: $KILN_CHAT_DATE, else the template's own\n"
+    "                          (3.2: today, 3.1/3.3: 26 Jul 2024)\n"
     "  -n, --n-predict N       most new tokens a turn; -1 (default): until an end\n"
     "                          token or the context is full\n"
     "  --temp T                temperature; 0 = greedy (default 0.8)\n"
@@ -33,7 +40,11 @@ static const char *HELP =
     "  --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n\n"
     "                          as in `kiln generate` (llama.cpp's defaults)\n"
     "  --render-only           print the rendered prompt of --messages and exit\n"
-    "  --messages FILE         JSON array of {\"role\", \"content\"} (--render-only)\n"
+    "  --messages FILE         JSON array of {\"role\", \"content\"}, or an object\n"
+    "                          with it as \"messages\" (--render-only); roles\n"
+    "                          system, user, assistant, and for Llama-3.1+ tool\n"
+    "                          results (\"tool\"/\"ipython\"); no tool definitions\n"
+    "                          or tool calls\n"
     "  --no-generation-prompt  render without the assistant prompt (--render-only)\n"
     "  -h, --help              this text\n"
     "\n"
@@ -45,8 +56,8 @@ kiln_status kiln_cli_chat_format(const kiln_program *prog, const char *override,
     if (kiln_chat_format_from_name(override, out) == KILN_OK) return KILN_OK;
     FILE *f = fopen(override, "rb");
     if (!f)
-        return kiln_error(KILN_ERR_IO, "--chat-template '%s' is neither chatml, smollm2, qwen3, llama3 nor a "
-                                       "readable file", override);
+        return kiln_error(KILN_ERR_IO, "--chat-template '%s' is neither chatml, smollm2, qwen3, llama3, "
+                                       "llama3.1, llama3.2, llama3.3 nor a readable file", override);
     size_t cap = 1 << 16, n = 0, got;
     char *t = malloc(cap);
     while (t && (got = fread(t + n, 1, cap - 1 - n, f)) > 0) {
@@ -108,12 +119,38 @@ static char *read_file(const char *path, size_t *len) {
     return t;
 }
 
-static int render_only(const char *cmd, const char *model, const char *tmpl, const char *messages, int think,
-                       int gen_prompt) {
+/* The messages of a --messages document: an array, or an object holding it
+ * as "messages". Tool definitions and tool calls are refused by name. */
+static kiln_status messages_of(const kiln_json *root, const char *file, const kiln_json **out) {
+    const kiln_json *tools = kiln_json_get(root, "tools");
+    if (root->type == KILN_JSON_OBJECT) root = kiln_json_get(root, "messages");
+    if (tools && tools->type != KILN_JSON_NULL && !(tools->type == KILN_JSON_ARRAY && tools->len == 0))
+        return kiln_error(KILN_ERR_UNSUPPORTED, "'%s': \"tools\" (tool definitions): Kiln's chat formats render "
+                          "none (tool results in \"tool\" messages are rendered for Llama-3.1+)", file);
+    if (!root || root->type != KILN_JSON_ARRAY)
+        return kiln_error(KILN_ERR_FORMAT, "'%s': expected an array of messages, or an object with one as "
+                          "\"messages\"", file);
+    for (size_t i = 0; i < root->len; i++) {
+        const kiln_json *r = kiln_json_get(&root->items[i], "role");
+        const kiln_json *c = kiln_json_get(&root->items[i], "content");
+        const kiln_json *calls = kiln_json_get(&root->items[i], "tool_calls");
+        if (calls && calls->type != KILN_JSON_NULL && !(calls->type == KILN_JSON_ARRAY && calls->len == 0))
+            return kiln_error(KILN_ERR_UNSUPPORTED, "'%s': message %zu has \"tool_calls\": Kiln's chat formats "
+                              "render no tool calls", file, i);
+        if (!r || !c || r->type != KILN_JSON_STRING || c->type != KILN_JSON_STRING)
+            return kiln_error(KILN_ERR_FORMAT, "'%s': message %zu needs string 'role' and 'content'", file, i);
+    }
+    *out = root;
+    return KILN_OK;
+}
+
+static int render_only(const char *cmd, const char *model, const char *tmpl, const char *messages,
+                       const kiln_chat_options *co) {
     if (!messages) return kiln_cli_usage_error(cmd, "--render-only needs --messages FILE");
     if (!model && !tmpl) return kiln_cli_usage_error(cmd, "--render-only needs -m MODEL or --chat-template");
     kiln_program *prog = NULL;
     kiln_json_doc doc = {0};
+    const kiln_json *list = NULL;
     kiln_chat_message *m = NULL;
     char *out = NULL, *text = NULL;
     size_t len = 0;
@@ -123,18 +160,12 @@ static int render_only(const char *cmd, const char *model, const char *tmpl, con
     if (!st) st = kiln_cli_chat_format(prog, tmpl, &fmt);
     if (!st && !(text = read_file(messages, &len))) st = kiln_error(KILN_ERR_IO, "cannot read '%s'", messages);
     if (!st) st = kiln_json_parse(text, len, messages, 0, &doc);
-    if (!st && doc.root->type != KILN_JSON_ARRAY)
-        st = kiln_error(KILN_ERR_FORMAT, "'%s': expected an array of messages", messages);
-    if (!st && !(m = calloc(doc.root->len + 1, sizeof *m))) st = KILN_ERR_NOMEM;
-    for (size_t i = 0; !st && i < doc.root->len; i++) {
-        const kiln_json *r = kiln_json_get(&doc.root->items[i], "role");
-        const kiln_json *c = kiln_json_get(&doc.root->items[i], "content");
-        if (!r || !c || r->type != KILN_JSON_STRING || c->type != KILN_JSON_STRING)
-            st = kiln_error(KILN_ERR_FORMAT, "'%s': message %zu needs string 'role' and 'content'", messages, i);
-        else
-            m[i] = (kiln_chat_message){r->s, c->s};
-    }
-    if (!st) st = kiln_chat_render(fmt, m, (int)doc.root->len, gen_prompt, think, &out, &len);
+    if (!st) st = messages_of(doc.root, messages, &list);
+    if (!st && !(m = calloc(list->len + 1, sizeof *m))) st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !st && i < list->len; i++)
+        m[i] = (kiln_chat_message){kiln_json_get(&list->items[i], "role")->s,
+                                   kiln_json_get(&list->items[i], "content")->s};
+    if (!st) st = kiln_chat_render_with(fmt, m, (int)list->len, co, &out, &len);
     int rc = st ? kiln_cli_fail(cmd, st) : KILN_EXIT_OK;
     if (!st) fwrite(out, 1, len, stdout);
     kiln_chat_free(out);
@@ -181,7 +212,7 @@ static int on_token(void *user, int32_t id) {
 }
 
 int kiln_cmd_chat(int argc, char **argv) {
-    const char *cmd = "chat", *model = NULL, *system = NULL, *tmpl = NULL, *messages = NULL;
+    const char *cmd = "chat", *model = NULL, *system = NULL, *tmpl = NULL, *messages = NULL, *date = NULL;
     kiln_cli_sampling smp;
     kiln_cli_sampling_init(&smp);
     int think = 1, render = 0, gen_prompt = 1;
@@ -199,6 +230,8 @@ int kiln_cmd_chat(int argc, char **argv) {
             if (!(system = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
         } else if (!strcmp(a, "--chat-template")) {
             if (!(tmpl = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+        } else if (!strcmp(a, "--chat-date")) {
+            if (!(date = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
         } else if (!strcmp(a, "--messages")) {
             if (!(messages = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
         } else if (!strcmp(a, "--think")) {
@@ -213,7 +246,12 @@ int kiln_cmd_chat(int argc, char **argv) {
             return kiln_cli_usage_error(cmd, "unknown argument '%s'", a);
         }
     }
-    if (render) return render_only(cmd, model, tmpl, messages, think, gen_prompt);
+    kiln_chat_options co;
+    kiln_chat_options_init(&co);
+    co.add_generation_prompt = gen_prompt;
+    co.enable_thinking = think;
+    co.date = date;
+    if (render) return render_only(cmd, model, tmpl, messages, &co);
     if (!model) return kiln_cli_usage_error(cmd, "no model given (-m FILE)");
 
     kiln_program *prog = NULL;
@@ -227,7 +265,7 @@ int kiln_cmd_chat(int argc, char **argv) {
     answer ans = {0};
     kiln_chat_format fmt;
     int64_t ctx64 = 0;
-    kiln_status st = kiln_program_open(model, &prog);
+    kiln_status st = kiln_cli_open_program(model, &smp, &prog);
     if (!st) st = kiln_tokenizer_from_program(prog, &tok);
     if (!st) st = kiln_cli_chat_format(prog, tmpl, &fmt);
     if (!st) st = kiln_program_meta_int(prog, "llm.context_length", &ctx64);
@@ -272,7 +310,8 @@ int kiln_cmd_chat(int argc, char **argv) {
         size_t len;
         int32_t *ids = NULL;
         int n_ids = 0;
-        if ((st = kiln_chat_render(fmt, conv, n_conv, 1, think, &text, &len)) ||
+        co.add_generation_prompt = 1;
+        if ((st = kiln_chat_render_with(fmt, conv, n_conv, &co, &text, &len)) ||
             (st = kiln_cli_chat_encode(tok, text, len, &ids, &n_ids))) {
             kiln_chat_free(text);
             rc = kiln_cli_fail(cmd, st);
@@ -286,11 +325,16 @@ int kiln_cmd_chat(int argc, char **argv) {
             rc = KILN_EXIT_FAIL;
             goto done;
         }
-        int start = n_past;
-        if (start > n_ids - 1 || memcmp(past, ids, sizeof *ids * (size_t)start)) {
-            if (start) fprintf(stderr, "kiln chat: turn %d: the conversation's tokens changed; prefilling all again\n", turn);
-            start = 0;
-        }
+        /* Keep the longest cached prefix the new render shares (as
+         * llama.cpp's server does): the cache's rows past it are
+         * overwritten by this prefill and never read before (attention at
+         * position p reads rows 0..p). At least one id is prefilled, for
+         * the logits. */
+        int start = 0;
+        while (start < n_past && start < n_ids - 1 && past[start] == ids[start]) start++;
+        if (start < n_past)
+            fprintf(stderr, "kiln chat: turn %d: reusing %d of %d cached tokens (the conversation's tokens "
+                    "changed after them)\n", turn, start, n_past);
         memcpy(past, ids, sizeof *ids * (size_t)n_ids);
         ans.n = 0;
         ans.n_ids = 0;

@@ -22,6 +22,8 @@ static const char *HELP =
     "                       q8_0, q4_0; norms, biases and state are never touched\n"
     "  --quant-fallback     keep a weight that cannot take FMT (rows not whole\n"
     "                       blocks) as it is, and say so, instead of failing\n"
+    "  --kv-type T          KV cache element type: f16 (default, half the memory)\n"
+    "                       or f32\n"
     "  --backend LIST       backends in order of preference, comma-separated\n"
     "                       (default: the best available, now 'ref')\n"
     "  -h, --help           this text\n"
@@ -63,6 +65,10 @@ int kiln_cmd_compile(int argc, char **argv) {
             if (strcmp(o.quant, "keep") && strcmp(o.quant, "f32") && strcmp(o.quant, "f16") &&
                 strcmp(o.quant, "q8_0") && strcmp(o.quant, "q4_0"))
                 return kiln_cli_usage_error(cmd, "--quant must be keep, f32, f16, q8_0 or q4_0, got '%s'", o.quant);
+        } else if (!strcmp(a, "--kv-type")) {
+            if (!(o.kv_type = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+            if (strcmp(o.kv_type, "f16") && strcmp(o.kv_type, "f32"))
+                return kiln_cli_usage_error(cmd, "--kv-type must be f16 or f32, got '%s'", o.kv_type);
         } else if (!strcmp(a, "--quant-fallback")) {
             o.quant_fallback = 1;
         } else if (!strcmp(a, "--backend")) {

@@ -34,6 +34,8 @@ static const char *HELP =
     "  --repeat-last-n N    the penalty's window; -1 = whole context, 0 = off\n"
     "                       (default 64)\n"
     "  --seed S             sampler seed; -1 (default) = random, printed on stderr\n"
+    "  -t, --threads N      threads to compute with (default: $KILN_THREADS, else\n"
+    "                       every core this process may run on)\n"
     "  --stop STRING        stop when the generated text ends with STRING (not\n"
     "                       printed); repeatable; not with --print-ids\n"
     "  --chat               render -p as a user turn with the chat template and\n"
@@ -298,7 +300,7 @@ int kiln_cmd_generate(int argc, char **argv) {
     int n_ids = 0, rc = KILN_EXIT_OK;
     printer pr = {NULL, NULL, -1, 0, 0, 0, 0, stop, n_stop, NULL, 0, 0};
     double load_t0 = now_ms();
-    kiln_status st = kiln_program_open(model, &prog);
+    kiln_status st = kiln_cli_open_program(model, &smp, &prog);
     /* Ids in, ids out needs no tokenizer. */
     if (!st && !(prompt_ids && print_ids)) st = kiln_tokenizer_from_program(prog, &tok);
     if (st) {

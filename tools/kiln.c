@@ -4,6 +4,8 @@
 
 #include "cli.h"
 
+int kiln_cmd_bench(int argc, char **argv); /* cmd_bench.c */
+
 static const struct {
     const char *name;
     int (*run)(int, char **);
@@ -14,6 +16,7 @@ static const struct {
     {"generate", kiln_cmd_generate, "generate text or token ids from a prompt"},
     {"chat", kiln_cmd_chat, "chat with a model, turn by turn, keeping the KV cache"},
     {"tokenize", kiln_cmd_tokenize, "text to token ids, or ids back to text (--decode)"},
+    {"bench", kiln_cmd_bench, "measure prompt and generation speed (like llama-bench), or the machine"},
 };
 
 static void usage(FILE *f) {

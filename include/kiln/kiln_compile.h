@@ -36,6 +36,12 @@ typedef struct kiln_compile_options {
     /* 1: a weight that cannot take the format (rows not whole blocks) keeps
      * its dtype and is reported; 0: that is an error naming the tensor. */
     int quant_fallback;
+    /* Element type of the KV cache (the `kv_cache.k.N` / `kv_cache.v.N`
+     * states): "f16" (NULL = the default: half the session memory; keys and
+     * values are rounded to nearest even when stored) or "f32" (exact). Any
+     * other string is KILN_ERR_INVALID_ARG. `kiln info` shows it as the
+     * dtype of those states. */
+    const char *kv_type;
     kiln_progress_fn progress; /* may be NULL */
     void *progress_user;
     /* Receives one line per notable step (what was converted); may be NULL. */

@@ -153,14 +153,17 @@ kiln_status kiln_generate(kiln_session *session, const int32_t *prompt, int n_pr
                           const kiln_generate_options *options, kiln_generate_result *result);
 
 /* Continues a session without resetting it: runs the `n_new` ids through
- * prefill at positions start_pos.. (the cache must already hold positions
- * 0..start_pos, e.g. result->n_past of an earlier call on this session),
- * then generates as kiln_generate does. start_pos 0 resets the session
- * first, which makes it kiln_generate. The repeat penalty's window sees
- * only this call's ids and tokens. result->n_prompt is n_new. start_pos +
- * n_new past the context (or an explicit n_predict past it) is
+ * prefill at positions start_pos.. (the cache must hold positions
+ * 0..start_pos-1, e.g. result->n_past of an earlier call on this session),
+ * then generates as kiln_generate does. start_pos may also be below what
+ * the cache holds, to rewind it (keep a common prefix, replace the rest):
+ * the rows from start_pos on are overwritten before they are read, since
+ * attention at position p reads rows 0..p only. start_pos 0 resets the
+ * session first, which makes it kiln_generate. The repeat penalty's window
+ * sees only this call's ids and tokens. result->n_prompt is n_new.
+ * start_pos + n_new past the context (or an explicit n_predict past it) is
  * KILN_ERR_INVALID_ARG before any work. Used for multi-turn chat, where each
- * turn prefills only what the conversation added. */
+ * turn prefills only what the new render does not share with the cache. */
 kiln_status kiln_generate_continue(kiln_session *session, const int32_t *new_ids, int n_new, int start_pos,
                                    const kiln_generate_options *options, kiln_generate_result *result);
 
@@ -172,8 +175,9 @@ kiln_status kiln_generate_check(const kiln_program *program, const int32_t *prom
 /* ---- chat formats ------------------------------------------------------- */
 
 /* Chat formats Kiln renders in C (no Jinja engine), each byte for byte what
- * the checkpoint's own template renders for system/user/assistant messages
- * (no tools):
+ * the checkpoint's own template renders through transformers'
+ * apply_chat_template for system/user/assistant messages (no tool
+ * definitions, no tool calls):
  *   CHATML  "<|im_start|>ROLE\nCONTENT<|im_end|>\n" per message;
  *   SMOLLM2 ChatML, with SmolLM2's default system message ("You are a
  *           helpful AI assistant named SmolLM, trained by Hugging Face")
@@ -184,44 +188,79 @@ kiln_status kiln_generate_check(const kiln_program *program, const int32_t *prom
  *           generation prompt with "<think>\n\n</think>\n\n";
  *   LLAMA3  <|begin_of_text|>, then <|start_header_id|>ROLE<|end_header_id|>
  *           "\n\n" + trimmed content + <|eot_id|>; the assistant header
- *           always ends it (Meta's Llama-3 template adds it unconditionally).
- * Thread-safe: no state. */
+ *           always ends it (Meta's Llama-3 template adds it unconditionally);
+ *   LLAMA31 Llama-3.1 and 3.3: <|begin_of_text|>, a system block that is
+ *           always there: "<|start_header_id|>system<|end_header_id|>\n\n"
+ *           "Cutting Knowledge Date: December 2023\nToday Date: DATE\n\n"
+ *           + the first system message trimmed (if any) + <|eot_id|>; then
+ *           the other messages as LLAMA3 renders them, and the assistant
+ *           header when add_generation_prompt is set. A "tool" or "ipython"
+ *           message (a tool result) becomes
+ *           "<|start_header_id|>ipython<|end_header_id|>\n\n" + its content
+ *           as a JSON string (the template applies tojson to it: quotes,
+ *           backslashes and control characters escaped) + <|eot_id|>.
+ *           DATE is "26 Jul 2024" unless overridden (kiln_chat_options.date);
+ *   LLAMA32 Llama-3.2: LLAMA31 with today's date ("02 Dec 2026": the
+ *           template's strftime_now("%d %b %Y"), local time, English month
+ *           names) unless overridden.
+ * Trimming is Jinja's (Python's str.strip(): Unicode whitespace too).
+ * Thread-safe: no state (LLAMA31/32 read the environment variable
+ * KILN_CHAT_DATE and the clock). */
 typedef enum kiln_chat_format {
     KILN_CHAT_NONE = 0,
     KILN_CHAT_CHATML = 1,
     KILN_CHAT_SMOLLM2 = 2,
     KILN_CHAT_QWEN3 = 3,
     KILN_CHAT_LLAMA3 = 4,
+    KILN_CHAT_LLAMA31 = 5, /* also Llama-3.3 */
+    KILN_CHAT_LLAMA32 = 6,
 } kiln_chat_format;
 
 typedef struct kiln_chat_message {
-    const char *role;    /* "system", "user" or "assistant" */
+    const char *role;    /* "system", "user" or "assistant"; LLAMA31/32 also
+                          * "tool" or "ipython" (a tool's result) */
     const char *content; /* UTF-8, NUL-terminated */
 } kiln_chat_message;
 
 /* The format a Jinja chat template's text belongs to, found from
  * distinctive substrings (SmolLM2's default system message, Qwen3's
- * enable_thinking, Llama-3's header tokens, ChatML's <|im_start|>). A
- * template Kiln cannot match is KILN_ERR_UNSUPPORTED, with a message saying
- * what was found in it. */
+ * enable_thinking, Llama-3's header tokens, with "Cutting Knowledge Date"
+ * for 3.1+ and strftime_now for 3.2's dated variant, ChatML's
+ * <|im_start|>). A template Kiln cannot match is KILN_ERR_UNSUPPORTED,
+ * with a message saying what was found in it. */
 kiln_status kiln_chat_format_detect(const char *template_text, kiln_chat_format *out);
 
 /* kiln_chat_format_detect on the program's "tokenizer.chat_template";
  * KILN_ERR_UNSUPPORTED when the program stores none. */
 kiln_status kiln_chat_format_from_program(const kiln_program *program, kiln_chat_format *out);
 
-/* "chatml", "smollm2", "qwen3", "llama3" to a format; other names are
- * KILN_ERR_INVALID_ARG. */
+/* "chatml", "smollm2", "qwen3", "llama3", "llama3.1", "llama3.2" and
+ * "llama3.3" (= LLAMA31) to a format; other names are KILN_ERR_INVALID_ARG. */
 kiln_status kiln_chat_format_from_name(const char *name, kiln_chat_format *out);
 /* The name of a format ("none" for KILN_CHAT_NONE or unknown values); static. */
 const char *kiln_chat_format_name(kiln_chat_format format);
 
-/* Renders `n` messages as the format does, with the assistant's generation
- * prompt at the end when add_generation_prompt is non-zero;
- * enable_thinking matters to QWEN3 only (0: the empty think block). *out
- * receives a NUL-terminated string the caller frees with kiln_chat_free,
- * *len (may be NULL) its length. Roles other than system, user and
- * assistant are KILN_ERR_UNSUPPORTED. */
+typedef struct kiln_chat_options {
+    int add_generation_prompt; /* end with the assistant's generation prompt; default 1
+                                * (LLAMA3 adds it whatever this says, as its template does) */
+    int enable_thinking;       /* QWEN3 only; default 1; 0: the empty think block */
+    const char *date;          /* LLAMA31/32's "Today Date" (the templates' date_string,
+                                * e.g. "26 Jul 2024"), 1 to 63 bytes, no control characters.
+                                * NULL (default): the environment variable KILN_CHAT_DATE
+                                * when set and non-empty, else the format's own date */
+} kiln_chat_options;
+
+/* Sets every option to its default (above). */
+void kiln_chat_options_init(kiln_chat_options *options);
+
+/* Renders `n` messages as the format does. *out receives a NUL-terminated
+ * string the caller frees with kiln_chat_free, *len (may be NULL) its
+ * length. A role the format does not render is KILN_ERR_UNSUPPORTED; a bad
+ * date (options or KILN_CHAT_DATE) is KILN_ERR_INVALID_ARG. */
+kiln_status kiln_chat_render_with(kiln_chat_format format, const kiln_chat_message *msgs, int n,
+                                  const kiln_chat_options *options, char **out, size_t *len);
+
+/* kiln_chat_render_with with the default options but these two. */
 kiln_status kiln_chat_render(kiln_chat_format format, const kiln_chat_message *msgs, int n,
                              int add_generation_prompt, int enable_thinking, char **out, size_t *len);
 void kiln_chat_free(char *s); /* NULL is a no-op */

@@ -17,4 +17,4 @@ const kiln_backend *kiln_backend_find(const char *name) {
 
 const kiln_backend *kiln_backend_ref(void) { return &kiln_backend_ref_impl; }
 
-const char *kiln_backend_default(void) { return "ref"; }
+const char *kiln_backend_default(void) { return "cpu"; }

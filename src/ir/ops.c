@@ -13,6 +13,9 @@
 
 static int is_weight_dtype(kiln_dtype t) { return t != KILN_I32 && kiln_dtype_name(t) != NULL; }
 
+/* KV caches hold f32 or f16 (half the memory; rounded to nearest even on store). */
+static int is_cache_dtype(kiln_dtype t) { return t == KILN_F32 || t == KILN_F16; }
+
 static void set_out(kiln_tensor *out, kiln_dtype t, int ndim, int64_t a, int64_t b) {
     out->dtype = t;
     out->ndim = ndim;
@@ -133,7 +136,9 @@ static int shape_rope(const kiln_node *n, const kiln_tensor *const *in, kiln_ten
 static int shape_kv_store(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
                           char *err, size_t cap) {
     const kiln_tensor *c = in[0];
-    if (c->dtype != KILN_F32 || c->ndim != 2) FAIL("cache must be f32 [positions, width]");
+    if (!is_cache_dtype(c->dtype) || c->ndim != 2)
+        FAIL("cache must be f32 or f16 [positions, width], got %s with %d dims",
+             kiln_dtype_name(c->dtype) ? kiln_dtype_name(c->dtype) : "?", c->ndim);
     if (check_act(in[1], "x", err, cap) || check_pos(in[2], err, cap)) return -1;
     if (in[1]->ne[1] != c->ne[1])
         FAIL("x width %lld differs from the cache width %lld", (long long)in[1]->ne[1],
@@ -154,10 +159,12 @@ static int shape_attention(const kiln_node *n, const kiln_tensor *const *in, kil
     if (!(n->fattr[0] > 0 && n->fattr[0] < 1e30f)) FAIL("score divisor %g must be positive and finite", (double)n->fattr[0]);
     for (int i = 1; i <= 2; i++) {
         const kiln_tensor *c = in[i];
-        if (c->dtype != KILN_F32 || c->ndim != 2 || c->ne[1] != nkv * hd)
-            FAIL("%s cache must be f32 [positions, n_kv_head x head_dim = %lld]",
-                 i == 1 ? "k" : "v", (long long)(nkv * hd));
+        if (!is_cache_dtype(c->dtype) || c->ndim != 2 || c->ne[1] != nkv * hd)
+            FAIL("%s cache must be f32 or f16 [positions, n_kv_head x head_dim = %lld], got %s",
+                 i == 1 ? "k" : "v", (long long)(nkv * hd),
+                 kiln_dtype_name(c->dtype) ? kiln_dtype_name(c->dtype) : "?");
     }
+    if (in[1]->dtype != in[2]->dtype) FAIL("k and v caches differ in dtype");
     if (in[1]->ne[0] != in[2]->ne[0]) FAIL("k and v caches differ in length");
     if (check_window(in[3], in[0]->ne[0], in[1]->ne[0], err, cap)) return -1;
     *out = *in[0];

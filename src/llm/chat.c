@@ -1,8 +1,12 @@
 /* chat.c: chat formats written in C. Each renderer reproduces, byte for
- * byte, what the checkpoint's Jinja chat template renders for plain
- * system/user/assistant conversations (no tools); detection picks the
- * family from distinctive text in the stored template. */
+ * byte, what the checkpoint's Jinja chat template renders (as transformers'
+ * apply_chat_template runs it) for system/user/assistant conversations, and
+ * Llama-3.1+'s tool results; detection picks the family from distinctive
+ * text in the stored template. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/base.h"
 #include "llm/chat.h"
@@ -37,6 +41,9 @@ static const struct {
     {"smollm2", KILN_CHAT_SMOLLM2},
     {"qwen3", KILN_CHAT_QWEN3},
     {"llama3", KILN_CHAT_LLAMA3},
+    {"llama3.1", KILN_CHAT_LLAMA31},
+    {"llama3.2", KILN_CHAT_LLAMA32},
+    {"llama3.3", KILN_CHAT_LLAMA31}, /* 3.3's template is 3.1's */
 };
 
 const char *kiln_chat_format_name(kiln_chat_format f) {
@@ -51,7 +58,9 @@ kiln_status kiln_chat_format_from_name(const char *name, kiln_chat_format *out) 
             *out = g_names[i].format;
             return KILN_OK;
         }
-    return kiln_error(KILN_ERR_INVALID_ARG, "unknown chat format '%s' (known: chatml, smollm2, qwen3, llama3)",
+    return kiln_error(KILN_ERR_INVALID_ARG,
+                      "unknown chat format '%s' (known: chatml, smollm2, qwen3, llama3, llama3.1, "
+                      "llama3.2, llama3.3)",
                       name);
 }
 
@@ -60,15 +69,36 @@ kiln_status kiln_chat_format_detect(const char *tmpl, kiln_chat_format *out) {
     if (!tmpl || !*tmpl) return kiln_error(KILN_ERR_UNSUPPORTED, "no chat template to detect a format from");
     int im = strstr(tmpl, "<|im_start|>") != NULL;
     int hdr = strstr(tmpl, "<|start_header_id|>") != NULL;
-    if (im && strstr(tmpl, "named SmolLM")) *out = KILN_CHAT_SMOLLM2;
-    else if (im && strstr(tmpl, "enable_thinking") && strstr(tmpl, "</think>")) *out = KILN_CHAT_QWEN3;
+    /* Near relatives render differently and must not match: SmolLM3 (has
+     * SmolLM2's default system message and enable_thinking), Qwen3.5 (opens
+     * the generation prompt with "<think>\n"), QwQ and Nemotron (no Qwen3
+     * tool loop), functionary and firefunction (Llama-3 headers with
+     * functions). */
+    int thinking = strstr(tmpl, "enable_thinking") != NULL;
+    if (im && strstr(tmpl, "You are a helpful AI assistant named SmolLM, trained by Hugging Face") && !thinking)
+        *out = KILN_CHAT_SMOLLM2;
+    else if (im && thinking && strstr(tmpl, "</think>") && strstr(tmpl, "multi_step_tool") &&
+             !strstr(tmpl, "'<think>\\n' }}"))
+        *out = KILN_CHAT_QWEN3;
+    else if (hdr && strstr(tmpl, "<|eot_id|>") && (strstr(tmpl, "function") || strstr(tmpl, "builtin_tools")) &&
+             !strstr(tmpl, "Cutting Knowledge Date"))
+        return kiln_error(KILN_ERR_UNSUPPORTED, "chat template: Llama-3 headers with function-calling blocks "
+                                                "(functionary, firefunction?), which Kiln does not render");
     else if (hdr && strstr(tmpl, "<|eot_id|>")) {
-        /* Llama-3.1 and later add a dated system preamble and tool blocks. */
-        if (strstr(tmpl, "Cutting Knowledge Date"))
-            return kiln_error(KILN_ERR_UNSUPPORTED,
-                              "chat template: Llama-3 header format with the Llama-3.1+ 'Cutting Knowledge "
-                              "Date' system preamble, which Kiln does not render");
-        *out = KILN_CHAT_LLAMA3;
+        /* Meta's Llama-3.1+ templates always open with a dated system
+         * block; 3.2's date is today's (strftime_now), 3.1's and 3.3's a
+         * fixed one. Others with the preamble (functionary's) differ. */
+        if (strstr(tmpl, "Cutting Knowledge Date")) {
+            if (!strstr(tmpl, "Cutting Knowledge Date: December 2023") ||
+                !strstr(tmpl, "\"Today Date: \" + date_string") || !strstr(tmpl, "ipython"))
+                return kiln_error(KILN_ERR_UNSUPPORTED,
+                                  "chat template: Llama-3 headers with a 'Cutting Knowledge Date' preamble, but "
+                                  "not Meta's Llama-3.1/3.2/3.3 template (no \"Today Date: \" + date_string); "
+                                  "Kiln does not render it");
+            *out = strstr(tmpl, "strftime_now") ? KILN_CHAT_LLAMA32 : KILN_CHAT_LLAMA31;
+        } else {
+            *out = KILN_CHAT_LLAMA3;
+        }
     } else if (im && !strstr(tmpl, "You are") && !strstr(tmpl, "<think>")) *out = KILN_CHAT_CHATML;
     if (*out != KILN_CHAT_NONE) return KILN_OK;
     char head[61];
@@ -79,7 +109,7 @@ kiln_status kiln_chat_format_detect(const char *tmpl, kiln_chat_format *out) {
         if (head[i] == '\n' || head[i] == '\r') head[i] = ' ';
     return kiln_error(KILN_ERR_UNSUPPORTED,
                       "chat template not recognised (%s%s%s; %zu bytes, starting '%s'): Kiln renders "
-                      "chatml, smollm2, qwen3 and llama3; pick one with --chat-template NAME",
+                      "chatml, smollm2, qwen3, llama3 and llama3.1/3.2; pick one with --chat-template NAME",
                       im ? "ChatML markers <|im_start|>" : "no ChatML markers",
                       hdr ? ", Llama-3 headers <|start_header_id|>" : "",
                       im && strstr(tmpl, "You are") ? ", a default system message" : "", strlen(tmpl), head);
@@ -97,7 +127,65 @@ kiln_status kiln_chat_format_from_program(const kiln_program *p, kiln_chat_forma
 
 /* ---- renderers ----------------------------------------------------------- */
 
-static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+/* Length of the whitespace character Python's str.isspace() accepts at s
+ * (Jinja's trim is str.strip()), 0 when there is none. */
+static size_t ws_len(const unsigned char *s, const unsigned char *end) {
+    size_t left = (size_t)(end - s);
+    if (!left) return 0;
+    if ((*s >= 0x09 && *s <= 0x0d) || (*s >= 0x1c && *s <= 0x20)) return 1;
+    if (left >= 2 && s[0] == 0xc2 && (s[1] == 0x85 || s[1] == 0xa0)) return 2; /* U+0085, U+00A0 */
+    if (left < 3) return 0;
+    unsigned c = (unsigned)s[0] << 16 | (unsigned)s[1] << 8 | s[2];
+    if (c == 0xe19a80 || c == 0xe38080) return 3;                     /* U+1680, U+3000 */
+    if (c >= 0xe28080 && c <= 0xe2808a) return 3;                     /* U+2000..U+200A */
+    if (c == 0xe280a8 || c == 0xe280a9 || c == 0xe280af) return 3;    /* U+2028, U+2029, U+202F */
+    if (c == 0xe2819f) return 3;                                      /* U+205F */
+    return 0;
+}
+
+/* The whitespace character ending just before e, 0 when none. */
+static size_t ws_len_back(const unsigned char *s, const unsigned char *e) {
+    for (size_t k = 1; k <= 3 && (size_t)(e - s) >= k; k++)
+        if (ws_len(e - k, e) == k) return k;
+    return 0;
+}
+
+/* Appends s as Jinja's `s | trim` gives it. */
+static void put_trimmed(kiln_chat_buf *b, const char *s) {
+    const unsigned char *p = (const unsigned char *)s, *e = p + strlen(s);
+    size_t k;
+    while ((k = ws_len(p, e))) p += k;
+    while (e > p && (k = ws_len_back(p, e))) e -= k;
+    kiln_chat_buf_put(b, (const char *)p, (size_t)(e - p));
+}
+
+/* Appends s as a JSON string the way transformers' tojson filter writes it
+ * (json.dumps, ensure_ascii=False): quotes, backslash and control
+ * characters escaped, everything else as it is. */
+static void put_json_string(kiln_chat_buf *b, const char *s) {
+    put(b, "\"");
+    for (const char *run = s;; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        kiln_chat_buf_put(b, run, (size_t)(s - run));
+        if (!c) break;
+        char esc[8];
+        switch (c) {
+        case '"': put(b, "\\\""); break;
+        case '\\': put(b, "\\\\"); break;
+        case '\n': put(b, "\\n"); break;
+        case '\r': put(b, "\\r"); break;
+        case '\t': put(b, "\\t"); break;
+        case '\b': put(b, "\\b"); break;
+        case '\f': put(b, "\\f"); break;
+        default:
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            put(b, esc);
+        }
+        run = s + 1;
+    }
+    put(b, "\"");
+}
 
 /* Plain ChatML: "<|im_start|>role\ncontent<|im_end|>\n" per message. SmolLM2
  * first adds its default system message when the first is not system. */
@@ -187,42 +275,132 @@ static void render_llama3(kiln_chat_buf *b, const kiln_chat_message *m, int n) {
         put(b, "<|start_header_id|>");
         put(b, m[i].role);
         put(b, "<|end_header_id|>\n\n");
-        const char *s = m[i].content, *e = s + strlen(s);
-        while (s < e && is_ws(*s)) s++;
-        while (e > s && is_ws(e[-1])) e--;
-        kiln_chat_buf_put(b, s, (size_t)(e - s));
+        put_trimmed(b, m[i].content);
         put(b, "<|eot_id|>");
     }
     put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
-kiln_status kiln_chat_render(kiln_chat_format f, const kiln_chat_message *m, int n, int add_generation_prompt,
-                             int enable_thinking, char **out, size_t *len) {
+static int is_tool_role(const char *role) { return !strcmp(role, "tool") || !strcmp(role, "ipython"); }
+
+/* Llama-3.1/3.2/3.3 without tool definitions: BOS, a system block that
+ * always comes (the dated preamble, then the trimmed first system message
+ * if any), the other messages as Llama-3 renders them, except tool results:
+ * an "ipython" header and the content through tojson (a string is iterable
+ * to Jinja, so the template quotes it). */
+static void render_llama31(kiln_chat_buf *b, const kiln_chat_message *m, int n, const char *date) {
+    int first = n > 0 && !strcmp(m[0].role, "system");
+    put(b, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+           "Cutting Knowledge Date: December 2023\nToday Date: ");
+    put(b, date);
+    put(b, "\n\n");
+    if (first) put_trimmed(b, m[0].content);
+    put(b, "<|eot_id|>");
+    for (int i = first; i < n; i++) {
+        if (is_tool_role(m[i].role)) {
+            put(b, "<|start_header_id|>ipython<|end_header_id|>\n\n");
+            put_json_string(b, m[i].content);
+        } else {
+            put(b, "<|start_header_id|>");
+            put(b, m[i].role);
+            put(b, "<|end_header_id|>\n\n");
+            put_trimmed(b, m[i].content);
+        }
+        put(b, "<|eot_id|>");
+    }
+}
+
+/* ---- the date of Llama-3.1+ system blocks -------------------------------- */
+
+#define KILN_CHAT_DATE_MAX 64
+
+/* A date goes into the prompt as it is; it must be one short line. */
+static kiln_status check_date(const char *date, const char *from) {
+    size_t n = strlen(date);
+    if (!n || n >= KILN_CHAT_DATE_MAX)
+        return kiln_error(KILN_ERR_INVALID_ARG, "chat date '%s' (%s): expected 1 to %d bytes, like '26 Jul 2024'",
+                          date, from, KILN_CHAT_DATE_MAX - 1);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)date[i] < 0x20 || date[i] == 0x7f)
+            return kiln_error(KILN_ERR_INVALID_ARG, "chat date (%s): control character 0x%02x at byte %zu", from,
+                              (unsigned)(unsigned char)date[i], i);
+    return KILN_OK;
+}
+
+/* The template's date_string: the caller's, else KILN_CHAT_DATE, else 3.2's
+ * strftime_now("%d %b %Y") (local time, C locale month names) or 3.1's fixed
+ * "26 Jul 2024". */
+static kiln_status chat_date(kiln_chat_format f, const char *given, char out[KILN_CHAT_DATE_MAX]) {
+    static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                       "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    const char *env = getenv("KILN_CHAT_DATE");
+    const char *from = given ? "kiln_chat_options.date" : "environment variable KILN_CHAT_DATE";
+    if (!given && env && *env) given = env;
+    if (given) {
+        kiln_status st = check_date(given, from);
+        if (st) return st;
+        strcpy(out, given);
+        return KILN_OK;
+    }
+    if (f == KILN_CHAT_LLAMA31) {
+        strcpy(out, "26 Jul 2024");
+        return KILN_OK;
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    if (now == (time_t)-1 || !localtime_r(&now, &tm) || tm.tm_mon < 0 || tm.tm_mon > 11)
+        return kiln_error(KILN_ERR_UNSUPPORTED, "chat: cannot read today's date for the Llama-3.2 system block; "
+                                                "set KILN_CHAT_DATE");
+    snprintf(out, KILN_CHAT_DATE_MAX, "%02d %s %04d", tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900);
+    return KILN_OK;
+}
+
+/* ---- rendering ------------------------------------------------------------ */
+
+void kiln_chat_options_init(kiln_chat_options *o) {
+    memset(o, 0, sizeof *o);
+    o->add_generation_prompt = 1;
+    o->enable_thinking = 1;
+}
+
+kiln_status kiln_chat_render_with(kiln_chat_format f, const kiln_chat_message *m, int n,
+                                  const kiln_chat_options *o, char **out, size_t *len) {
     *out = NULL;
     if (len) *len = 0;
     if (n < 0 || (n > 0 && !m)) return kiln_error(KILN_ERR_INVALID_ARG, "chat: %d messages", n);
+    int llama31 = f == KILN_CHAT_LLAMA31 || f == KILN_CHAT_LLAMA32;
     for (int i = 0; i < n; i++) {
         if (!m[i].role || !m[i].content)
             return kiln_error(KILN_ERR_INVALID_ARG, "chat message %d has no %s", i, m[i].role ? "content" : "role");
+        if (llama31 && is_tool_role(m[i].role)) continue;
         if (strcmp(m[i].role, "system") && strcmp(m[i].role, "user") && strcmp(m[i].role, "assistant"))
-            return kiln_error(KILN_ERR_UNSUPPORTED, "chat message %d: role '%s' (Kiln renders system, user, assistant)",
-                              i, m[i].role);
+            return kiln_error(KILN_ERR_UNSUPPORTED, "chat message %d: role '%s' (Kiln renders system, user, "
+                              "assistant%s in the %s format)", i, m[i].role,
+                              llama31 ? ", tool and ipython" : "", kiln_chat_format_name(f));
     }
+    char date[KILN_CHAT_DATE_MAX];
+    kiln_status st;
+    if (llama31 && (st = chat_date(f, o->date, date))) return st;
     kiln_chat_buf b = {0};
     switch (f) {
     case KILN_CHAT_CHATML:
     case KILN_CHAT_SMOLLM2:
         render_chatml(&b, m, n, f == KILN_CHAT_SMOLLM2);
-        if (add_generation_prompt) put(&b, "<|im_start|>assistant\n");
+        if (o->add_generation_prompt) put(&b, "<|im_start|>assistant\n");
         break;
     case KILN_CHAT_QWEN3:
         render_qwen3(&b, m, n);
-        if (add_generation_prompt) {
+        if (o->add_generation_prompt) {
             put(&b, "<|im_start|>assistant\n");
-            if (!enable_thinking) put(&b, "<think>\n\n</think>\n\n");
+            if (!o->enable_thinking) put(&b, "<think>\n\n</think>\n\n");
         }
         break;
     case KILN_CHAT_LLAMA3: render_llama3(&b, m, n); break;
+    case KILN_CHAT_LLAMA31:
+    case KILN_CHAT_LLAMA32:
+        render_llama31(&b, m, n, date);
+        if (o->add_generation_prompt) put(&b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+        break;
     default: return kiln_error(KILN_ERR_INVALID_ARG, "chat: unknown format %d", (int)f);
     }
     put(&b, ""); /* an empty conversation still gets a string */
@@ -233,6 +411,15 @@ kiln_status kiln_chat_render(kiln_chat_format f, const kiln_chat_message *m, int
     *out = b.s;
     if (len) *len = b.n;
     return KILN_OK;
+}
+
+kiln_status kiln_chat_render(kiln_chat_format f, const kiln_chat_message *m, int n, int add_generation_prompt,
+                             int enable_thinking, char **out, size_t *len) {
+    kiln_chat_options o;
+    kiln_chat_options_init(&o);
+    o.add_generation_prompt = add_generation_prompt;
+    o.enable_thinking = enable_thinking;
+    return kiln_chat_render_with(f, m, n, &o, out, len);
 }
 
 void kiln_chat_free(char *s) { kiln_free(s); }

@@ -185,13 +185,17 @@ kiln_status kiln_llama_build(kiln_module *m, const kiln_llama_config *c, int pre
     if (st) return st;
     if (prefill < 1 || prefill > max_seq)
         return kiln_error(KILN_ERR_INVALID_ARG, "prefill size %d must be in 1..max-seq (%d)", prefill, max_seq);
+    if (c->kv_dtype != KILN_F32 && c->kv_dtype != KILN_F16)
+        return kiln_error(KILN_ERR_INVALID_ARG, "KV cache dtype %s is not f16 or f32",
+                          kiln_dtype_name(c->kv_dtype) ? kiln_dtype_name(c->kv_dtype) : "?");
+    /* (layer) x (max_seq, n_head_kv * head_dim), f16 or f32 */
     int64_t kv[2] = {max_seq, (int64_t)c->n_head_kv * c->head_dim};
     for (int l = 0; l < c->n_layer; l++) {
         char name[64];
         snprintf(name, sizeof name, "kv_cache.k.%d", l);
-        if (kiln_module_add_state(m, name, KILN_F32, 2, kv) < 0) return kiln_last_status();
+        if (kiln_module_add_state(m, name, c->kv_dtype, 2, kv) < 0) return kiln_last_status();
         snprintf(name, sizeof name, "kv_cache.v.%d", l);
-        if (kiln_module_add_state(m, name, KILN_F32, 2, kv) < 0) return kiln_last_status();
+        if (kiln_module_add_state(m, name, c->kv_dtype, 2, kv) < 0) return kiln_last_status();
     }
     struct {
         const char *key;

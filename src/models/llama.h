@@ -23,6 +23,8 @@ typedef struct kiln_llama_config {
     int qk_norm;        /* per-head rms_norm of q and k (Qwen3) */
     int qkv_bias;       /* biases on q, k, v (Qwen2) */
     int rope_freqs;     /* a rope_freqs.weight constant scales frequencies (Llama-3) */
+    kiln_dtype kv_dtype; /* KV cache states: KILN_F16 or KILN_F32 (a compile choice, not the
+                            checkpoint's: importers leave 0 = f32, the compiler sets it) */
 } kiln_llama_config;
 
 /* Checks a config (every field in range, heads dividing widths); errors

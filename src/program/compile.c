@@ -157,6 +157,11 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
     if (o->prefill < 0 || o->max_seq < 0)
         return kiln_error(KILN_ERR_INVALID_ARG, "prefill (%d) and max-seq (%d) must not be negative",
                           o->prefill, o->max_seq);
+    kiln_dtype kv_dtype = KILN_F16;
+    if (o->kv_type && !strcmp(o->kv_type, "f32"))
+        kv_dtype = KILN_F32;
+    else if (o->kv_type && strcmp(o->kv_type, "f16"))
+        return kiln_error(KILN_ERR_INVALID_ARG, "unknown KV cache type '%s' (f16, f32)", o->kv_type);
     kiln_module m;
     memset(&m, 0, sizeof m);
     kiln_import imp;
@@ -165,7 +170,8 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
     int wrote = 0;
     kiln_status st = kiln_import_open(o->input, o->tokenizer, &imp, &m);
     if (st) goto done;
-    const kiln_llama_config cfg = imp.cfg;
+    kiln_llama_config cfg = imp.cfg;
+    cfg.kv_dtype = kv_dtype;
     int max_seq = o->max_seq ? o->max_seq : (cfg.n_ctx_train < MAX_SEQ_CAP ? cfg.n_ctx_train : MAX_SEQ_CAP);
     int prefill = o->prefill ? o->prefill : DEFAULT_PREFILL;
     if (max_seq > (1 << 20)) {

@@ -1,14 +1,875 @@
-/* cpu.c: the optimized CPU backend (placeholder: supports no op yet, so
- * every node falls back to ref). */
+/* cpu.c: the optimized CPU backend. Matmuls quantize their activation rows
+ * into the node's scratch and run the kernel table's gemm on tiles of weight
+ * rows x tokens, split over the program's thread pool; attention streams the
+ * cache in key blocks with an online softmax; the other ops are plain C
+ * loops. Every output element is computed whole by one thread, in an order
+ * that depends neither on the thread count nor on how tokens were batched,
+ * so results are bit-identical for any -t and any prefill chunking. */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#endif
+#include <math.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "backends/backend.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/pool.h"
+#include "quant/quant.h"
 
-static int cpu_supports(const kiln_module *m, const kiln_graph *g, const kiln_node *n) { return 0; }
+/* Largest attention head the cpu kernels take (their accumulators live on
+ * the stack); wider heads run on ref. */
+#define ATTN_MAX_HD 512
+/* Keys scored per step of the online softmax. Block edges are absolute
+ * positions, so a row's arithmetic does not depend on the call's size. */
+#define ATTN_BLOCK 64
+/* Largest token tile of one gemm call. */
+#define MM_TILE_T 64
+/* Largest rope position cos/sin tables cover (positions past it are computed
+ * on the fly, as ref does). */
+#define ROPE_TABLE_MAX_POS 32768
+/* Below this much work (multiply-adds or elements) an op runs on the calling
+ * thread: waking the pool would cost more. */
+#define PAR_MIN_WORK 131072
 
-static const char *cpu_unit(void *ctx, const kiln_node *n, const kiln_tensor *const *in) { return "none"; }
+/* ---- per-program context ------------------------------------------------- */
+
+/* cos/sin of every position for one (theta, n_rot, freq factors) triple:
+ * cs[(p * half + j) * 2 + {0, 1}], computed exactly as ref computes them. */
+typedef struct rope_table {
+    float theta;
+    int n_rot;
+    const float *ff; /* constant freq factors, or NULL */
+    int64_t n_pos;
+    float *cs;
+} rope_table;
+
+typedef struct cpu_method {
+    const kiln_node *nodes;
+    int n_nodes;
+    const rope_table **rope; /* per node: its table, or NULL */
+} cpu_method;
+
+typedef float (*dot_f32_fn)(const float *, const float *, int64_t);
+typedef float (*dot_f16_fn)(const float *, const uint16_t *, int64_t);
+typedef void (*axpy_f32_fn)(float, const float *, float *, int64_t);
+typedef void (*axpy_f16_fn)(float, const uint16_t *, float *, int64_t);
+
+typedef struct cpu_ctx {
+    const kiln_cpu_kernels *k; /* the chosen table */
+    kiln_pool *pool;
+    int n_threads;
+    /* Resolved kernels: the chosen table's, else the scalar table's, else
+     * (gemm NULL) this file's dequantizing loop / (helpers) plain C. */
+    kiln_cpu_gemm_fn gemm[KILN_Q6_K + 1];
+    void (*quantize_row)(int act, const float *x, void *dst, int64_t k);
+    dot_f32_fn dot_f32;
+    dot_f16_fn dot_f16;
+    axpy_f32_fn axpy_f32;
+    axpy_f16_fn axpy_f16;
+    /* Per-method node data, and the rope tables they point to. */
+    int n_methods;
+    cpu_method *methods;
+    int n_ropes;
+    rope_table *ropes;
+    /* Compute-unit names (unit()). */
+    char unit_mm[KILN_Q6_K + 1][64];
+    char unit_attn[2][48];
+    char unit_vec[48];
+} cpu_ctx;
+
+/* ---- plain C vector helpers (used when a table lacks them) ---------------- */
+
+/* Eight partial sums, combined pairwise: vectorizable without -ffast-math. */
+static float dot_f32_c(const float *a, const float *b, int64_t n) {
+    float s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++)
+            s[l] += a[i + l] * b[i + l];
+    float r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (; i < n; i++)
+        r += a[i] * b[i];
+    return r;
+}
+
+static float dot_f16_c(const float *a, const uint16_t *b, int64_t n) {
+    float s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++)
+            s[l] += a[i + l] * kiln_f16_to_f32(b[i + l]);
+    float r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (; i < n; i++)
+        r += a[i] * kiln_f16_to_f32(b[i]);
+    return r;
+}
+
+static void axpy_f32_c(float alpha, const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        y[i] += alpha * x[i];
+}
+
+static void axpy_f16_c(float alpha, const uint16_t *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        y[i] += alpha * kiln_f16_to_f32(x[i]);
+}
+
+/* ---- work splitting --------------------------------------------------------- */
+
+/* Items are handed out in chunks from a counter in the job (the pool runs a
+ * job on whichever workers join it in time). A chunk count for n items. */
+static int chunks_for(const cpu_ctx *c, int64_t n) {
+    int64_t k = 4 * (int64_t)c->n_threads;
+    return (int)(n < k ? (n > 0 ? n : 1) : k);
+}
+
+/* Claims the next of `chunks` chunks of n items: [*lo, *hi); 0 when none is left. */
+static int claim(atomic_int *next, int chunks, int64_t n, int64_t *lo, int64_t *hi) {
+    int i = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
+    if (i >= chunks) return 0;
+    *lo = n * i / chunks;
+    *hi = n * (i + 1) / chunks;
+    return 1;
+}
+
+/* Runs fn on the pool, or on this thread alone when the work is small. */
+static void run(const cpu_ctx *c, kiln_pool_fn fn, void *job, double work) {
+    if (c->n_threads == 1 || work < PAR_MIN_WORK)
+        fn(job, 0, 1);
+    else
+        kiln_pool_run(c->pool, fn, job);
+}
+
+/* ---- matmul and logits ------------------------------------------------------ */
+
+typedef struct mm_job {
+    const cpu_ctx *c;
+    kiln_cpu_gemm_fn gemm; /* NULL: the dequantizing loop */
+    kiln_dtype wt;
+    const uint8_t *w;
+    size_t w_stride;
+    const float *x; /* [T, K] f32 */
+    int act;
+    uint8_t *a; /* activation rows in the weight's format (x itself for f32) */
+    size_t a_stride;
+    int64_t K, N, T;
+    float *out; /* [T, N] */
+    int64_t nc, tc, n_chunks, n_items;
+    atomic_int next;
+    int q_chunks; /* quantization: rows in q_chunks chunks */
+    atomic_int q_next;
+} mm_job;
+
+static void mm_quantize(void *arg, int ith, int nth) {
+    mm_job *j = arg;
+    for (int64_t lo, hi; claim(&j->q_next, j->q_chunks, j->T, &lo, &hi);)
+        for (int64_t t = lo; t < hi; t++)
+            j->c->quantize_row(j->act, j->x + t * j->K, j->a + (size_t)t * j->a_stride, j->K);
+}
+
+/* One tile without a gemm kernel: each weight row expanded a block at a time
+ * (256 values at most) and dotted with the f32 activations. */
+static void mm_tile_dequant(const mm_job *j, int64_t n0, int64_t nr, int64_t t0, int64_t nt) {
+    float tmp[256], acc[MM_TILE_T];
+    int blk = kiln_dtype_block(j->wt);
+    int64_t step = blk > 1 ? blk : 256, K = j->K;
+    for (int64_t r = 0; r < nr; r++) {
+        const uint8_t *row = j->w + (size_t)(n0 + r) * j->w_stride;
+        memset(acc, 0, sizeof acc);
+        for (int64_t k0 = 0; k0 < K; k0 += step) {
+            int64_t len = K - k0 < step ? K - k0 : step;
+            const uint8_t *src = row + kiln_dtype_row_bytes(j->wt, k0);
+            const float *wv = (const float *)src;
+            if (j->wt != KILN_F32) {
+                kiln_dequant_row(j->wt, src, tmp, len); /* dtype checked by supports */
+                wv = tmp;
+            }
+            for (int64_t t = 0; t < nt; t++)
+                acc[t] += j->c->dot_f32(wv, j->x + (t0 + t) * K + k0, len);
+        }
+        for (int64_t t = 0; t < nt; t++)
+            j->out[(t0 + t) * j->N + n0 + r] = acc[t];
+    }
+}
+
+static void mm_gemm(void *arg, int ith, int nth) {
+    mm_job *j = arg;
+    for (;;) {
+        int i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (i >= j->n_items) break;
+        /* Token tiles of one weight chunk are neighbours: the chunk stays in cache. */
+        int64_t n0 = (i % j->n_chunks) * j->nc, t0 = (i / j->n_chunks) * j->tc;
+        int64_t nr = j->N - n0 < j->nc ? j->N - n0 : j->nc;
+        int64_t nt = j->T - t0 < j->tc ? j->T - t0 : j->tc;
+        if (j->gemm)
+            j->gemm(j->K, j->w + (size_t)n0 * j->w_stride, j->w_stride, nr,
+                    j->a + (size_t)t0 * j->a_stride, j->a_stride, nt, j->out + t0 * j->N + n0,
+                    j->N);
+        else
+            mm_tile_dequant(j, n0, nr, t0, nt);
+    }
+}
+
+/* out[T, N] = x[T, K] . w[N, K]^T */
+static kiln_status k_matmul(const cpu_ctx *c, const float *x, int64_t T, const kiln_tensor *w,
+                            float *out, void *scratch, uint64_t scratch_bytes) {
+    mm_job j = {.c = c, .wt = w->dtype, .w = w->data, .x = x, .out = out};
+    j.N = w->ne[0];
+    j.K = w->ne[1];
+    j.T = T;
+    j.w_stride = kiln_dtype_row_bytes(w->dtype, j.K);
+    j.act = kiln_cpu_act_format(w->dtype);
+    if (j.act < 0 || !j.w_stride)
+        return kiln_error(KILN_ERR_UNSUPPORTED, "cpu has no matmul for %s weights of %lld inputs",
+                          kiln_dtype_name(w->dtype), (long long)j.K);
+    if (T <= 0 || j.N <= 0) return KILN_OK;
+    j.gemm = c->gemm[w->dtype];
+    if (j.act == KILN_CPU_ACT_F32 || !j.gemm || !c->quantize_row) {
+        j.gemm = j.act == KILN_CPU_ACT_F32 ? j.gemm : NULL;
+        j.a = (uint8_t *)(uintptr_t)x;
+        j.a_stride = (size_t)j.K * sizeof(float);
+    } else {
+        j.a = scratch;
+        j.a_stride = kiln_cpu_act_row_bytes(j.act, j.K);
+        if ((uint64_t)T * j.a_stride > scratch_bytes)
+            return kiln_error(
+                KILN_ERR_BACKEND,
+                "matmul scratch of %llu bytes cannot hold %lld activation rows of %zu bytes",
+                (unsigned long long)scratch_bytes, (long long)T, j.a_stride);
+        j.q_chunks = chunks_for(c, T);
+        atomic_init(&j.q_next, 0);
+        run(c, mm_quantize, &j, (double)T * (double)j.K);
+    }
+    /* About four chunks of weight rows per thread (multiples of 16), at most
+     * 256 rows when many tokens share them; tokens in tiles of MM_TILE_T. */
+    int64_t per = (j.N + 4 * c->n_threads - 1) / (4 * c->n_threads);
+    j.nc = (per + 15) / 16 * 16;
+    if (T > 4 && j.nc > 256) j.nc = 256;
+    j.tc = T < MM_TILE_T ? T : MM_TILE_T;
+    j.n_chunks = (j.N + j.nc - 1) / j.nc;
+    j.n_items = j.n_chunks * ((T + j.tc - 1) / j.tc);
+    atomic_init(&j.next, 0);
+    run(c, mm_gemm, &j, (double)T * (double)j.N * (double)j.K);
+    return KILN_OK;
+}
+
+/* ---- get_rows --------------------------------------------------------------- */
+
+typedef struct rows_job {
+    const kiln_tensor *w;
+    const int32_t *ids;
+    float *o;
+    int64_t T, D;
+    size_t row_bytes;
+    int chunks;
+    atomic_int next;
+} rows_job;
+
+static void rows_run(void *arg, int ith, int nth) {
+    rows_job *j = arg;
+    for (int64_t lo, hi; claim(&j->next, j->chunks, j->T, &lo, &hi);) {
+        for (int64_t t = lo; t < hi; t++) {
+            const uint8_t *src = (const uint8_t *)j->w->data + (size_t)j->ids[t] * j->row_bytes;
+            if (j->w->dtype == KILN_F32)
+                memcpy(j->o + t * j->D, src, j->row_bytes);
+            else
+                kiln_dequant_row(j->w->dtype, src, j->o + t * j->D,
+                                 j->D); /* dtype checked by supports */
+        }
+    }
+}
+
+static kiln_status k_get_rows(const cpu_ctx *c, const kiln_tensor *const *in, kiln_tensor *out) {
+    rows_job j = {
+        .w = in[0], .ids = in[1]->data, .o = out->data, .T = out->ne[0], .D = in[0]->ne[1]};
+    int64_t V = in[0]->ne[0];
+    j.row_bytes = kiln_dtype_row_bytes(in[0]->dtype, j.D);
+    for (int64_t t = 0; t < j.T; t++)
+        if (j.ids[t] < 0 || j.ids[t] >= V)
+            return kiln_error(KILN_ERR_INVALID_ARG,
+                              "token id %d at row %lld is outside the vocabulary 0..%lld", j.ids[t],
+                              (long long)t, (long long)(V - 1));
+    j.chunks = chunks_for(c, j.T);
+    atomic_init(&j.next, 0);
+    run(c, rows_run, &j, (double)j.T * (double)j.D);
+    return KILN_OK;
+}
+
+/* ---- row-wise and elementwise ops ------------------------------------------------ */
+
+typedef struct vec_job {
+    const cpu_ctx *c;
+    const kiln_node *n;
+    int op;
+    const float *a, *b; /* b: second operand (norm weight, add/mul operand, swiglu's up) */
+    float *o;
+    int64_t rows, width; /* rows of `width` values each */
+    int bcast;           /* add/mul: b is one row */
+    int chunks;
+    atomic_int next;
+} vec_job;
+
+static float silu(float v) {
+    return v * (1.0f / (1.0f + expf(-v)));
+}
+
+static void softmax_row(float *x, int64_t n) {
+    float max = x[0];
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > max) max = x[i];
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    for (int64_t i = 0; i < n; i++)
+        x[i] /= sum;
+}
+
+static void vec_row(const vec_job *j, int64_t r) {
+    int64_t W = j->width;
+    const float *a = j->a + r * W;
+    float *o = j->o + r * W;
+    switch (j->op) {
+    case KILN_OP_RMS_NORM: {
+        float ss = j->c->dot_f32(a, a, W) / (float)W + j->n->fattr[0];
+        ss = 1.0f / sqrtf(ss);
+        for (int64_t i = 0; i < W; i++)
+            o[i] = j->b[i] * (ss * a[i]);
+        break;
+    }
+    case KILN_OP_ADD: {
+        const float *b = j->bcast ? j->b : j->b + r * W;
+        for (int64_t i = 0; i < W; i++)
+            o[i] = a[i] + b[i];
+        break;
+    }
+    case KILN_OP_MUL: {
+        const float *b = j->bcast ? j->b : j->b + r * W;
+        for (int64_t i = 0; i < W; i++)
+            o[i] = a[i] * b[i];
+        break;
+    }
+    case KILN_OP_SILU:
+        for (int64_t i = 0; i < W; i++)
+            o[i] = silu(a[i]);
+        break;
+    case KILN_OP_SWIGLU: {
+        const float *u = j->b + r * W;
+        for (int64_t i = 0; i < W; i++)
+            o[i] = silu(a[i]) * u[i];
+        break;
+    }
+    case KILN_OP_SOFTMAX:
+        if (o != a) memcpy(o, a, (size_t)W * sizeof(float));
+        softmax_row(o, W);
+        break;
+    default:
+        break;
+    }
+}
+
+static void vec_run(void *arg, int ith, int nth) {
+    vec_job *j = arg;
+    for (int64_t lo, hi; claim(&j->next, j->chunks, j->rows, &lo, &hi);)
+        for (int64_t r = lo; r < hi; r++)
+            vec_row(j, r);
+}
+
+static kiln_status k_vec(const cpu_ctx *c, const kiln_node *n, const kiln_tensor *const *in,
+                         kiln_tensor *out) {
+    vec_job j = {.c = c, .n = n, .op = n->op, .a = in[0]->data, .o = out->data};
+    j.rows = in[0]->ne[0];
+    j.width = in[0]->ne[1];
+    if (n->n_in > 1) j.b = in[1]->data;
+    if (n->op == KILN_OP_RMS_NORM) { /* per group: G values */
+        j.width = in[1]->ne[0];
+        j.rows = in[0]->ne[0] * in[0]->ne[1] / j.width;
+    }
+    if (n->op == KILN_OP_ADD || n->op == KILN_OP_MUL) j.bcast = in[1]->ndim == 1;
+    double cost =
+        n->op == KILN_OP_SILU || n->op == KILN_OP_SWIGLU || n->op == KILN_OP_SOFTMAX ? 8 : 1;
+    j.chunks = chunks_for(c, j.rows);
+    atomic_init(&j.next, 0);
+    run(c, vec_run, &j, cost * (double)j.rows * (double)j.width);
+    return KILN_OK;
+}
+
+/* ---- rope ------------------------------------------------------------------ */
+
+/* ref's frequencies and angles, bit for bit. */
+static void rope_angles(float theta, int n_rot, const float *ff, int64_t p, float *cs) {
+    for (int j = 0; j < n_rot / 2; j++) {
+        float freq = 1.0f / powf(theta, (float)(2 * j) / (float)n_rot);
+        if (ff) freq /= ff[j];
+        float val = (float)p * freq;
+        cs[2 * j] = cosf(val);
+        cs[2 * j + 1] = sinf(val);
+    }
+}
+
+typedef struct rope_job {
+    const kiln_node *n;
+    const rope_table *tab; /* NULL: angles computed per token */
+    const float *ff;
+    float *o;
+    int32_t pos;
+    int64_t T, W;
+    int chunks;
+    atomic_int next;
+} rope_job;
+
+static void rope_run(void *arg, int ith, int nth) {
+    rope_job *j = arg;
+    const kiln_node *n = j->n;
+    int nh = n->iattr[KILN_ROPE_N_HEAD], hd = n->iattr[KILN_ROPE_HEAD_DIM];
+    int nrot = n->iattr[KILN_ROPE_N_ROT], half = nrot / 2,
+        neox = n->iattr[KILN_ROPE_MODE] == KILN_ROPE_NEOX;
+    float local[ATTN_MAX_HD * 2];
+    for (int64_t lo, hi; claim(&j->next, j->chunks, j->T, &lo, &hi);) {
+        for (int64_t t = lo; t < hi; t++) {
+            int64_t p = (int64_t)j->pos + t;
+            const float *cs = local;
+            if (j->tab && p < j->tab->n_pos)
+                cs = j->tab->cs + p * half * 2;
+            else
+                rope_angles(n->fattr[0], nrot, j->ff, p, local);
+            for (int h = 0; h < nh; h++) {
+                float *r = j->o + t * j->W + (int64_t)h * hd;
+                for (int i = 0; i < half; i++) {
+                    int i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+                    float v0 = r[i0], v1 = r[i1], fcr = cs[2 * i], fci = cs[2 * i + 1];
+                    r[i0] = v0 * fcr - v1 * fci;
+                    r[i1] = v0 * fci + v1 * fcr;
+                }
+            }
+        }
+    }
+}
+
+static kiln_status k_rope(const cpu_ctx *c, const rope_table *tab, const kiln_node *n,
+                          const kiln_tensor *const *in, kiln_tensor *out) {
+    rope_job j = {.n = n, .tab = tab, .o = out->data, .T = in[0]->ne[0], .W = in[0]->ne[1]};
+    j.pos = *(const int32_t *)in[1]->data;
+    j.ff = n->n_in > 2 ? in[2]->data : NULL;
+    if (j.pos < 0 || j.pos > (1 << 30) - j.T)
+        return kiln_error(KILN_ERR_INVALID_ARG, "position %d is out of range", j.pos);
+    if (out->data != in[0]->data)
+        memcpy(out->data, in[0]->data, (size_t)(j.T * j.W) * sizeof(float));
+    j.chunks = chunks_for(c, j.T);
+    atomic_init(&j.next, 0);
+    run(c, rope_run, &j, 4.0 * (double)j.T * (double)j.W);
+    return KILN_OK;
+}
+
+/* ---- kv_store and attention -------------------------------------------------- */
+
+static kiln_status check_pos(int32_t pos, int64_t T, int64_t S) {
+    if (pos < 0 || pos > S || T > S - pos)
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "position %d + %lld tokens does not fit the context of %lld", pos,
+                          (long long)T, (long long)S);
+    return KILN_OK;
+}
+
+static kiln_status k_kv_store(const kiln_tensor *const *in, kiln_tensor *out) {
+    const kiln_tensor *c = in[0], *x = in[1];
+    int32_t pos = *(const int32_t *)in[2]->data;
+    kiln_status st = check_pos(pos, x->ne[0], c->ne[0]);
+    if (st) return st;
+    if (out->data != c->data)
+        return kiln_error(KILN_ERR_BACKEND, "kv_store output must view its cache");
+    int64_t n = x->ne[0] * x->ne[1];
+    const float *src = x->data;
+    if (c->dtype == KILN_F16) {
+        uint16_t *dst = (uint16_t *)c->data + (int64_t)pos * c->ne[1];
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = kiln_f32_to_f16(src[i]);
+    } else {
+        memcpy((float *)c->data + (int64_t)pos * c->ne[1], src, (size_t)n * sizeof(float));
+    }
+    return KILN_OK;
+}
+
+typedef struct attn_job {
+    const cpu_ctx *c;
+    const float *q;
+    const void *kc, *vc; /* [S, nkv * hd], f32 or f16 */
+    int k_f16, v_f16;
+    float *o;
+    int64_t T, pos, kvw;
+    int nh, nkv, hd;
+    float div;
+    atomic_int next;
+} attn_job;
+
+/* One (token, head): scores in blocks of ATTN_BLOCK keys, a running max and
+ * sum (online softmax), the weighted values accumulated on the fly. */
+static void attn_row(const attn_job *j, int64_t t, int h) {
+    const cpu_ctx *c = j->c;
+    int hd = j->hd;
+    const float *qh = j->q + (t * j->nh + h) * hd;
+    int64_t kvo = (int64_t)(h / (j->nh / j->nkv)) * hd, n_keys = j->pos + t + 1;
+    float acc[ATTN_MAX_HD], sc[ATTN_BLOCK], mx = -INFINITY, sum = 0.0f;
+    memset(acc, 0, (size_t)hd * sizeof(float));
+    for (int64_t s0 = 0; s0 < n_keys; s0 += ATTN_BLOCK) {
+        int nb = n_keys - s0 < ATTN_BLOCK ? (int)(n_keys - s0) : ATTN_BLOCK;
+        float bm = -INFINITY;
+        for (int i = 0; i < nb; i++) {
+            int64_t off = (s0 + i) * j->kvw + kvo;
+            float d = j->k_f16 ? c->dot_f16(qh, (const uint16_t *)j->kc + off, hd)
+                               : c->dot_f32(qh, (const float *)j->kc + off, hd);
+            sc[i] = d / j->div;
+            if (sc[i] > bm) bm = sc[i];
+        }
+        if (bm > mx) {
+            if (mx != -INFINITY) {
+                float r = expf(mx - bm);
+                sum *= r;
+                for (int i = 0; i < hd; i++)
+                    acc[i] *= r;
+            }
+            mx = bm;
+        }
+        for (int i = 0; i < nb; i++) {
+            int64_t off = (s0 + i) * j->kvw + kvo;
+            float p = expf(sc[i] - mx);
+            sum += p;
+            if (j->v_f16)
+                c->axpy_f16(p, (const uint16_t *)j->vc + off, acc, hd);
+            else
+                c->axpy_f32(p, (const float *)j->vc + off, acc, hd);
+        }
+    }
+    float inv = 1.0f / sum, *oh = j->o + (t * j->nh + h) * hd;
+    for (int i = 0; i < hd; i++)
+        oh[i] = acc[i] * inv;
+}
+
+static void attn_run(void *arg, int ith, int nth) {
+    attn_job *j = arg;
+    int n_tasks = (int)j->T * j->nh;
+    for (;;) {
+        int i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (i >= n_tasks) break;
+        /* Latest tokens (most keys) first, for balance. */
+        attn_row(j, j->T - 1 - i / j->nh, i % j->nh);
+    }
+}
+
+static kiln_status k_attention(const cpu_ctx *c, const kiln_node *n, const kiln_tensor *const *in,
+                               kiln_tensor *out) {
+    attn_job j = {.c = c, .q = in[0]->data, .kc = in[1]->data, .vc = in[2]->data, .o = out->data};
+    j.k_f16 = in[1]->dtype == KILN_F16;
+    j.v_f16 = in[2]->dtype == KILN_F16;
+    j.T = in[0]->ne[0];
+    j.pos = *(const int32_t *)in[3]->data;
+    j.nh = n->iattr[KILN_ATTN_N_HEAD];
+    j.nkv = n->iattr[KILN_ATTN_N_KV_HEAD];
+    j.hd = n->iattr[KILN_ATTN_HEAD_DIM];
+    j.kvw = (int64_t)j.nkv * j.hd;
+    j.div = n->fattr[0];
+    kiln_status st = check_pos((int32_t)j.pos, j.T, in[1]->ne[0]);
+    if (st) return st;
+    if (j.hd > ATTN_MAX_HD)
+        return kiln_error(KILN_ERR_UNSUPPORTED,
+                          "cpu attention takes heads of up to %d values, not %d", ATTN_MAX_HD,
+                          j.hd);
+    if (j.T * j.nh > 0x7fffffff)
+        return kiln_error(KILN_ERR_UNSUPPORTED, "cpu attention: %lld tokens x %d heads is too many",
+                          (long long)j.T, j.nh);
+    atomic_init(&j.next, 0);
+    double keys = (double)j.T * (double)(j.pos + j.T);
+    run(c, attn_run, &j, 2.0 * keys * (double)j.nh * (double)j.hd);
+    return KILN_OK;
+}
+
+/* ---- exec --------------------------------------------------------------------- */
+
+static const rope_table *node_rope(const cpu_ctx *c, const kiln_node *n) {
+    for (int i = 0; i < c->n_methods; i++) {
+        const cpu_method *m = &c->methods[i];
+        if (n >= m->nodes && n < m->nodes + m->n_nodes) return m->rope[n - m->nodes];
+    }
+    return NULL;
+}
+
+static kiln_status cpu_exec(void *ctx, const kiln_node *n, const kiln_tensor *const *in,
+                            kiln_tensor *out, void *scratch, uint64_t scratch_bytes) {
+    const cpu_ctx *c = ctx;
+    if (!c) return kiln_error(KILN_ERR_BACKEND, "cpu backend used without being opened");
+    switch ((kiln_op)n->op) {
+    case KILN_OP_GET_ROWS:
+        return k_get_rows(c, in, out);
+    case KILN_OP_MATMUL:
+        return k_matmul(c, in[0]->data, in[0]->ne[0], in[1], out->data, scratch, scratch_bytes);
+    case KILN_OP_LOGITS: {
+        /* One row (the last token's) unless the flag asks for all. */
+        int64_t T = in[0]->ne[0], D = in[0]->ne[1];
+        const float *x = (const float *)in[0]->data + (out->ne[0] == 1 ? (T - 1) * D : 0);
+        return k_matmul(c, x, out->ne[0], in[1], out->data, scratch, scratch_bytes);
+    }
+    case KILN_OP_RMS_NORM:
+    case KILN_OP_ADD:
+    case KILN_OP_MUL:
+    case KILN_OP_SILU:
+    case KILN_OP_SWIGLU:
+    case KILN_OP_SOFTMAX:
+        return k_vec(c, n, in, out);
+    case KILN_OP_ROPE:
+        return k_rope(c, node_rope(c, n), n, in, out);
+    case KILN_OP_KV_STORE:
+        return k_kv_store(in, out);
+    case KILN_OP_ATTENTION:
+        return k_attention(c, n, in, out);
+    case KILN_OP_COUNT:
+        break;
+    }
+    return kiln_error(KILN_ERR_UNSUPPORTED, "cpu has no kernel for op %d", n->op);
+}
+
+/* ---- supports ------------------------------------------------------------------ */
+
+static kiln_dtype in_dtype(const kiln_graph *g, const kiln_node *n, int i) {
+    return g->values[n->in[i]].dtype;
+}
+
+/* Weight dtypes src/quant expands (get_rows and the dequantizing matmul). */
+static int readable(kiln_dtype t) {
+    return t == KILN_F32 || t == KILN_F16 || t == KILN_BF16 || t == KILN_Q8_0 || t == KILN_Q4_0 ||
+           t == KILN_Q4_1 || t == KILN_Q4_K || t == KILN_Q6_K;
+}
+
+static int cpu_supports(const kiln_module *m, const kiln_graph *g, const kiln_node *n) {
+    if (n->op < 0 || n->op >= KILN_OP_COUNT || n->n_in < 1) return 0;
+    switch ((kiln_op)n->op) {
+    case KILN_OP_GET_ROWS:
+        return readable(in_dtype(g, n, 0));
+    case KILN_OP_MATMUL:
+    case KILN_OP_LOGITS: {
+        const kiln_value *w = &g->values[n->in[1]];
+        int blk = kiln_dtype_block(w->dtype);
+        return in_dtype(g, n, 0) == KILN_F32 && kiln_cpu_act_format(w->dtype) >= 0 &&
+               readable(w->dtype) && w->ndim == 2 && blk > 0 && w->ne[1] % blk == 0;
+    }
+    case KILN_OP_KV_STORE: {
+        kiln_dtype c = in_dtype(g, n, 0);
+        return (c == KILN_F32 || c == KILN_F16) && in_dtype(g, n, 1) == KILN_F32;
+    }
+    case KILN_OP_ATTENTION: {
+        kiln_dtype k = in_dtype(g, n, 1), v = in_dtype(g, n, 2);
+        return in_dtype(g, n, 0) == KILN_F32 && (k == KILN_F32 || k == KILN_F16) &&
+               (v == KILN_F32 || v == KILN_F16) && n->iattr[KILN_ATTN_HEAD_DIM] > 0 &&
+               n->iattr[KILN_ATTN_HEAD_DIM] <= ATTN_MAX_HD;
+    }
+    case KILN_OP_ROPE:
+        return in_dtype(g, n, 0) == KILN_F32 && n->iattr[KILN_ROPE_N_ROT] > 0 &&
+               n->iattr[KILN_ROPE_N_ROT] <= 2 * ATTN_MAX_HD;
+    case KILN_OP_COUNT:
+        return 0;
+    default:
+        return in_dtype(g, n, 0) == KILN_F32;
+    }
+}
+
+/* ---- open / close / unit -------------------------------------------------------- */
+
+static void cpu_close(void *ctx) {
+    cpu_ctx *c = ctx;
+    if (!c) return;
+    kiln_pool_destroy(c->pool);
+    for (int i = 0; c->methods && i < c->n_methods; i++)
+        kiln_free(c->methods[i].rope);
+    for (int i = 0; c->ropes && i < c->n_ropes; i++)
+        kiln_free(c->ropes[i].cs);
+    kiln_free(c->methods);
+    kiln_free(c->ropes);
+    kiln_free(c);
+}
+
+/* The cores this process may run on (its affinity mask, as taskset or a
+ * container sets it), else the online ones. */
+static long usable_cores(void) {
+#if defined(__linux__) && defined(CPU_COUNT)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+#endif
+    return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+/* The thread count: the option, else $KILN_THREADS, else the usable cores. */
+static kiln_status pick_threads(const kiln_open_options *o, int *out) {
+    long n = o->n_threads;
+    if (n < 0 || n > KILN_MAX_THREADS)
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "cpu backend: thread count %ld is out of range 0..%d", n,
+                          KILN_MAX_THREADS);
+    const char *env = getenv("KILN_THREADS");
+    if (!n && env && *env) {
+        char *end;
+        n = strtol(env, &end, 10);
+        if (*end || n < 0 || n > KILN_MAX_THREADS)
+            return kiln_error(KILN_ERR_INVALID_ARG,
+                              "cpu backend: KILN_THREADS='%s' is not a thread count in 0..%d", env,
+                              KILN_MAX_THREADS);
+    }
+    if (!n) n = usable_cores();
+    if (n < 1) n = 1;
+    if (n > KILN_MAX_THREADS) n = KILN_MAX_THREADS;
+    *out = (int)n;
+    return KILN_OK;
+}
+
+/* The rope table of node n (shared between nodes with the same theta, n_rot
+ * and constant freq factors); NULL when its factors are not a constant. */
+static kiln_status rope_for(cpu_ctx *c, const kiln_module *m, const kiln_graph *g,
+                            const kiln_node *n, int64_t n_pos, const rope_table **out) {
+    *out = NULL;
+    const float *ff = NULL;
+    if (n->n_in > 2) {
+        const kiln_value *v = &g->values[n->in[2]];
+        if (v->kind != KILN_VAL_CONST || v->ref < 0 || v->ref >= m->n_consts) return KILN_OK;
+        ff = m->consts[v->ref].data;
+    }
+    float theta = n->fattr[0];
+    int nrot = n->iattr[KILN_ROPE_N_ROT];
+    for (int i = 0; i < c->n_ropes; i++)
+        if (c->ropes[i].theta == theta && c->ropes[i].n_rot == nrot && c->ropes[i].ff == ff) {
+            *out = &c->ropes[i];
+            return KILN_OK;
+        }
+    rope_table *r = &c->ropes[c->n_ropes];
+    size_t stride = (size_t)nrot; /* (nrot / 2) pairs of cos, sin */
+    if (!(r->cs = kiln_malloc((size_t)n_pos * stride * sizeof(float))))
+        return kiln_error(KILN_ERR_NOMEM,
+                          "cpu backend: out of memory for a rope table of %lld positions",
+                          (long long)n_pos);
+    r->theta = theta;
+    r->n_rot = nrot;
+    r->ff = ff;
+    r->n_pos = n_pos;
+    for (int64_t p = 0; p < n_pos; p++)
+        rope_angles(theta, nrot, ff, p, r->cs + (size_t)p * stride);
+    c->n_ropes++;
+    *out = r;
+    return KILN_OK;
+}
+
+static const char *act_name(int act) {
+    return act == KILN_CPU_ACT_Q8 ? "q8 dot" : act == KILN_CPU_ACT_Q8K ? "q8k dot" : "f32";
+}
+
+static void name_units(cpu_ctx *c) {
+    const kiln_cpu_kernels *s = &kiln_cpu_kernels_scalar;
+    for (int t = 0; t <= KILN_Q6_K; t++) {
+        int act = kiln_cpu_act_format((kiln_dtype)t);
+        const char *dt = kiln_dtype_name((kiln_dtype)t);
+        if (act < 0 || !dt) continue;
+        const char *var = c->k->gemm[t] ? c->k->name : s->gemm[t] ? s->name : NULL;
+        if (act != KILN_CPU_ACT_F32 && !c->quantize_row) var = NULL;
+        if (!var)
+            snprintf(c->unit_mm[t], sizeof c->unit_mm[t], "portable %s dequant x f32", dt);
+        else if (t == KILN_F32)
+            snprintf(c->unit_mm[t], sizeof c->unit_mm[t], "%s f32", var);
+        else
+            snprintf(c->unit_mm[t], sizeof c->unit_mm[t], "%s %s x %s", var, dt, act_name(act));
+    }
+    const char *f32 = c->k->dot_f32 ? c->k->name : s->dot_f32 ? s->name : "portable";
+    const char *f16 = c->k->dot_f16 ? c->k->name : s->dot_f16 ? s->name : "portable";
+    snprintf(c->unit_attn[0], sizeof c->unit_attn[0], "%s f32 attention", f32);
+    snprintf(c->unit_attn[1], sizeof c->unit_attn[1], "%s f16-cache attention", f16);
+    snprintf(c->unit_vec, sizeof c->unit_vec, "%s f32", f32);
+}
+
+static kiln_status cpu_open(const kiln_module *m, const kiln_open_options *o, void **ctx) {
+    *ctx = NULL;
+    cpu_ctx *c = kiln_calloc(1, sizeof *c);
+    if (!c) return kiln_error(KILN_ERR_NOMEM, "cpu backend: out of memory");
+    kiln_status st = kiln_cpu_kernels_select(o->cpu_variant, &c->k);
+    if (!st) st = pick_threads(o, &c->n_threads);
+    if (!st) st = kiln_pool_create(c->n_threads, &c->pool);
+    if (st) goto fail;
+
+    const kiln_cpu_kernels *s = &kiln_cpu_kernels_scalar;
+    for (int t = 0; t <= KILN_Q6_K; t++)
+        c->gemm[t] = c->k->gemm[t] ? c->k->gemm[t] : s->gemm[t];
+    c->quantize_row = c->k->quantize_row ? c->k->quantize_row : s->quantize_row;
+    c->dot_f32 = c->k->dot_f32 ? c->k->dot_f32 : s->dot_f32 ? s->dot_f32 : dot_f32_c;
+    c->dot_f16 = c->k->dot_f16 ? c->k->dot_f16 : s->dot_f16 ? s->dot_f16 : dot_f16_c;
+    c->axpy_f32 = c->k->axpy_f32 ? c->k->axpy_f32 : s->axpy_f32 ? s->axpy_f32 : axpy_f32_c;
+    c->axpy_f16 = c->k->axpy_f16 ? c->k->axpy_f16 : s->axpy_f16 ? s->axpy_f16 : axpy_f16_c;
+    name_units(c);
+
+    /* Rope tables cover the longest cache (no position past it can attend). */
+    int64_t n_pos = 0;
+    for (int i = 0; i < m->n_states; i++)
+        if (m->states[i].ndim >= 1 && m->states[i].ne[0] > n_pos) n_pos = m->states[i].ne[0];
+    if (n_pos > ROPE_TABLE_MAX_POS) n_pos = ROPE_TABLE_MAX_POS;
+    int n_rope_nodes = 0;
+    for (int k = 0; k < m->n_methods; k++)
+        for (int i = 0; i < m->methods[k].n_nodes; i++)
+            n_rope_nodes += m->methods[k].nodes[i].op == KILN_OP_ROPE;
+    c->methods = kiln_calloc((size_t)m->n_methods + 1, sizeof *c->methods);
+    c->ropes = kiln_calloc((size_t)n_rope_nodes + 1, sizeof *c->ropes);
+    if (!c->methods || !c->ropes) {
+        st = kiln_error(KILN_ERR_NOMEM, "cpu backend: out of memory");
+        goto fail;
+    }
+    c->n_methods = m->n_methods;
+    for (int k = 0; k < m->n_methods; k++) {
+        const kiln_graph *g = &m->methods[k];
+        cpu_method *cm = &c->methods[k];
+        cm->nodes = g->nodes;
+        cm->n_nodes = g->n_nodes;
+        if (!(cm->rope = kiln_calloc((size_t)g->n_nodes + 1, sizeof *cm->rope))) {
+            st = kiln_error(KILN_ERR_NOMEM, "cpu backend: out of memory");
+            goto fail;
+        }
+        for (int i = 0; n_pos > 0 && i < g->n_nodes; i++) {
+            const kiln_node *n = &g->nodes[i];
+            int mine = n->backend >= 0 && n->backend < m->n_backends &&
+                       !strcmp(m->backends[n->backend], "cpu");
+            if (n->op == KILN_OP_ROPE && mine && cpu_supports(m, g, n) &&
+                (st = rope_for(c, m, g, n, n_pos, &cm->rope[i])))
+                goto fail;
+        }
+    }
+    *ctx = c;
+    return KILN_OK;
+fail:
+    cpu_close(c);
+    return st;
+}
+
+static const char *cpu_unit(void *ctx, const kiln_node *n, const kiln_tensor *const *in) {
+    const cpu_ctx *c = ctx;
+    if (!c) return "cpu";
+    switch ((kiln_op)n->op) {
+    case KILN_OP_MATMUL:
+    case KILN_OP_LOGITS: {
+        int t = in[1]->dtype;
+        return t >= 0 && t <= KILN_Q6_K && c->unit_mm[t][0] ? c->unit_mm[t] : "cpu";
+    }
+    case KILN_OP_ATTENTION:
+        return c->unit_attn[in[1]->dtype == KILN_F16];
+    case KILN_OP_RMS_NORM:
+        return c->unit_vec;
+    default:
+        return "portable f32";
+    }
+}
 
 const kiln_backend kiln_backend_cpu_impl = {
     .name = "cpu",
+    .configure = NULL,
     .supports = cpu_supports,
-    .exec = kiln_ref_exec,
+    .open = cpu_open,
+    .close = cpu_close,
+    .exec = cpu_exec,
     .unit = cpu_unit,
 };

@@ -29,13 +29,15 @@ typedef enum kiln_cpu_act {
 } kiln_cpu_act;
 
 /* 32 activations: x[i] ~= d * q[i]; s = d * sum(q) (for weights with an
- * offset or a minimum, e.g. q4_0's -8 and q4_1's m). */
+ * offset or a minimum, e.g. q4_0's -8 and q4_1's m). q is in -127..127
+ * (d = max|x| / 127): the x86 kernels' u8 x s8 products rely on it. */
 typedef struct kiln_cpu_block_q8 {
     float d, s;
     int8_t q[32];
 } kiln_cpu_block_q8;
 
-/* 256 activations: x[i] ~= d * q[i]; bsums[j] = sum of q[16j .. 16j+15]. */
+/* 256 activations: x[i] ~= d * q[i]; bsums[j] = sum of q[16j .. 16j+15].
+ * Symmetric like kiln_cpu_block_q8: d = max|x| / 127, q in -127..127. */
 typedef struct kiln_cpu_block_q8k {
     float d;
     int16_t bsums[16];

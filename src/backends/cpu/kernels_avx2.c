@@ -1,4 +1,5 @@
-/* kernels_avx2.c: the avx2 kernel table (placeholder: no kernels yet). */
-#include "backends/cpu/kernels.h"
+/* kernels_avx2.c: the avx2 kernel table (AVX2 + FMA + F16C); the kernels
+ * live in kernels_x86_common.h. */
+#include "backends/cpu/kernels_x86_common.h"
 
-const kiln_cpu_kernels kiln_cpu_kernels_avx2 = {.name = "avx2"};
+KX_TABLE(kiln_cpu_kernels_avx2, "avx2");

@@ -1,4 +1,5 @@
-/* kernels_avx512.c: the avx512 kernel table (placeholder: no kernels yet). */
-#include "backends/cpu/kernels.h"
+/* kernels_avx512.c: the avx512 kernel table (AVX-512 F/BW/VL/DQ): the
+ * kernels of kernels_x86_common.h with 32 vector registers, so larger tiles. */
+#include "backends/cpu/kernels_x86_common.h"
 
-const kiln_cpu_kernels kiln_cpu_kernels_avx512 = {.name = "avx512"};
+KX_TABLE(kiln_cpu_kernels_avx512, "avx512");

@@ -1,4 +1,6 @@
-/* kernels_avx512_vnni.c: the avx512-vnni kernel table (placeholder: no kernels yet). */
-#include "backends/cpu/kernels.h"
+/* kernels_avx512_vnni.c: the avx512-vnni kernel table: the kernels of
+ * kernels_x86_common.h with VPDPBUSD (AVX512-VNNI on 256-bit vectors) for the
+ * q8_0/q4_0/q4_1 dot products. */
+#include "backends/cpu/kernels_x86_common.h"
 
-const kiln_cpu_kernels kiln_cpu_kernels_avx512_vnni = {.name = "avx512-vnni"};
+KX_TABLE(kiln_cpu_kernels_avx512_vnni, "avx512-vnni");

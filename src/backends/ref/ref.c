@@ -141,20 +141,34 @@ static kiln_status k_rope(const kiln_node *n, const kiln_tensor *const *in, kiln
     return KILN_OK;
 }
 
+/* Cache rows are f32 or f16 (stored rounded to nearest even). */
 static kiln_status k_kv_store(const kiln_tensor *const *in, kiln_tensor *out) {
     const kiln_tensor *c = in[0], *x = in[1];
     int32_t pos = *(const int32_t *)in[2]->data;
     kiln_status st = check_pos(pos, x->ne[0], c->ne[0]);
     if (st) return st;
-    float *dst = (float *)c->data + (int64_t)pos * c->ne[1];
     if (out->data != c->data) return kiln_error(KILN_ERR_BACKEND, "kv_store output must view its cache");
-    memcpy(dst, x->data, (size_t)(x->ne[0] * x->ne[1]) * sizeof(float));
+    int64_t n = x->ne[0] * x->ne[1], start = (int64_t)pos * c->ne[1];
+    const float *src = x->data;
+    if (c->dtype == KILN_F16) {
+        uint16_t *dst = (uint16_t *)c->data + start;
+        for (int64_t i = 0; i < n; i++) dst[i] = kiln_f32_to_f16(src[i]);
+    } else {
+        memcpy((float *)c->data + start, src, (size_t)n * sizeof(float));
+    }
     return KILN_OK;
+}
+
+/* Cache element `idx` as f32 (f16 caches widen exactly). */
+static inline float cache_at(const kiln_tensor *c, int64_t idx) {
+    return c->dtype == KILN_F16 ? kiln_f16_to_f32(((const uint16_t *)c->data)[idx])
+                                : ((const float *)c->data)[idx];
 }
 
 static kiln_status k_attention(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
                                float *scores, uint64_t scratch_bytes) {
-    const float *q = in[0]->data, *kc = in[1]->data, *vc = in[2]->data;
+    const float *q = in[0]->data;
+    const kiln_tensor *kc = in[1], *vc = in[2];
     float *o = out->data;
     int32_t pos = *(const int32_t *)in[3]->data;
     int64_t T = in[0]->ne[0], S = in[1]->ne[0];
@@ -173,18 +187,18 @@ static kiln_status k_attention(const kiln_node *n, const kiln_tensor *const *in,
             const float *qh = q + t * nh * hd + (int64_t)h * hd;
             int64_t kvo = (int64_t)(h / (nh / nkv)) * hd;
             for (int64_t s = 0; s <= last; s++) {
-                const float *kr = kc + s * kvw + kvo;
+                int64_t kr = s * kvw + kvo;
                 float score = 0.0f;
-                for (int i = 0; i < hd; i++) score += qh[i] * kr[i];
+                for (int i = 0; i < hd; i++) score += qh[i] * cache_at(kc, kr + i);
                 scores[s] = score / div;
             }
             softmax_row(scores, last + 1);
             float *oh = o + t * nh * hd + (int64_t)h * hd;
             memset(oh, 0, (size_t)hd * sizeof(float));
             for (int64_t s = 0; s <= last; s++) {
-                const float *vr = vc + s * kvw + kvo;
+                int64_t vr = s * kvw + kvo;
                 float a = scores[s];
-                for (int i = 0; i < hd; i++) oh[i] += a * vr[i];
+                for (int i = 0; i < hd; i++) oh[i] += a * cache_at(vc, vr + i);
             }
         }
     }

@@ -1,0 +1,570 @@
+/* kernels_x86_common.h: the x86 kernels, written once on 256-bit vectors and
+ * included by each x86 variant file (kernels_avx2.c, kernels_avx512.c,
+ * kernels_avx512_vnni.c), which compiles them with its own -m flags. AVX-512
+ * builds get 32 vector registers and so larger tiles; the VNNI build does
+ * the u8 x s8 dot products of q8_0/q4_0/q4_1 with one VPDPBUSD each.
+ *
+ * A gemm walks the output in tiles of R weight rows x T activation rows
+ * (loading each weight block once per tile and each activation block once
+ * per tile); edges use smaller instances of the same tile. Every (r, t) pair
+ * is computed by the same sequence of operations in every instance (one
+ * 8-lane f32 accumulator, integer dot products within a block, one FMA per
+ * block, a fixed horizontal sum), so an output never depends on the tile
+ * it falls in, nor on how the caller split nr and nt.
+ *
+ * Define KILN_X86_VNNI_EMU to build the VNNI algorithms on AVX2 with an
+ * exact emulation of VPDPBUSD (to test them on a CPU without VNNI). */
+#ifndef KILN_CPU_KERNELS_X86_COMMON_H
+#define KILN_CPU_KERNELS_X86_COMMON_H
+
+#include <immintrin.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/kernels_quant_common.h"
+
+#define KX_INLINE static inline __attribute__((always_inline))
+
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define KX_VNNI 1
+#define kx_dpbusd(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
+#elif defined(KILN_X86_VNNI_EMU)
+#define KX_VNNI 1
+/* acc + per 32-bit lane sum of four u8 * s8 products, exactly. */
+KX_INLINE __m256i kx_dpbusd(__m256i acc, __m256i u, __m256i s) {
+    __m256i m = _mm256_set1_epi16(0x00FF);
+    __m256i ue = _mm256_and_si256(u, m), uo = _mm256_srli_epi16(u, 8);
+    __m256i se = _mm256_srai_epi16(_mm256_slli_epi16(s, 8), 8), so = _mm256_srai_epi16(s, 8);
+    return _mm256_add_epi32(acc,
+                            _mm256_add_epi32(_mm256_madd_epi16(ue, se), _mm256_madd_epi16(uo, so)));
+}
+#else
+#define KX_VNNI 0
+#endif
+
+/* Tile sizes (rows of w x rows of a). The AVX2 ones were measured on Zen 3
+ * (16 vector registers: larger tiles spill); the AVX-512 ones use the 32
+ * registers EVEX gives and are not yet measured on an AVX-512 CPU. */
+#if defined(__AVX512F__) || defined(KX_FORCE_WIDE_TILES) /* tests: AVX-512 tiles on AVX2 */
+#define KX_Q_R 4 /* q8_0, q4_0, q4_1 */
+#define KX_Q_T 4
+#define KX_K_R 2 /* q4_K, q6_K */
+#define KX_K_T 4
+#define KX_F_R 4 /* f32, f16, bf16 */
+#define KX_F_T 4
+#define KX_K_G 4 /* q4_K, q6_K rows per step when there is one activation row */
+#else
+#define KX_Q_R 3
+#define KX_Q_T 4
+#define KX_K_R 2
+#define KX_K_T 3
+#define KX_F_R 3
+#define KX_F_T 4
+#define KX_K_G 2
+#endif
+#define KX_G_R 4 /* weight rows per step when there is one activation row */
+#define KX_RM 4  /* array bounds: the largest R and T above */
+#define KX_TM 4
+
+#define KX_UNROLL _Pragma("GCC unroll 16")
+
+KX_INLINE float kx_hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+KX_INLINE float kx_f16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+KX_INLINE float kx_f32(const uint8_t *p) {
+    float f;
+    memcpy(&f, p, 4);
+    return f;
+}
+
+KX_INLINE __m256i kx_load(const void *p) {
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/* Prefetches the n bytes at p. With one activation row (T == 1, token
+ * generation) each tile prefetches its block of the rows the next tile
+ * takes: the hardware prefetcher alone leaves the interleaved row streams
+ * waiting on memory (measured: q4_K 6.4 -> 12 GB/s, q8_0 13 -> 20 GB/s). */
+KX_INLINE void kx_prefetch_next(const uint8_t *p, int n) {
+    for (int i = 0; i < n; i += 64)
+        _mm_prefetch((const char *)p + i, _MM_HINT_T0);
+}
+
+/* 16 bytes of nibbles -> 32 u8: low nibbles (values 0..15), then high. */
+KX_INLINE __m256i kx_nibbles(const uint8_t *p) {
+    __m128i b = _mm_loadu_si128((const __m128i *)p);
+    __m256i v = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+/* ---- tile drivers ------------------------------------------------------------- */
+/* A gemm over tiles of R x T, with row and column edges done by R x 1, 1 x T
+ * and 1 x 1 instances, and nt = 1 by G x 1. TILE(R, T, r0, t0) computes
+ * out[t0.., r0..]. The activation rows go in chunks of about KX_ACT_CHUNK
+ * bytes (a multiple of T rows), each multiplied by all weight rows while it
+ * stays in L2; only the last chunk has a partial tile. */
+#define KX_ACT_CHUNK (256 << 10)
+#define KX_GEMM(name, TILE, R, T, G)                                                               \
+    static void name(int64_t k, const void *w_, size_t ws, int64_t nr, const void *a_, size_t as,  \
+                     int64_t nt, float *out, int64_t ldo) {                                        \
+        const uint8_t *w = w_, *a = a_;                                                            \
+        if (nt < T) {                                                                              \
+            int64_t r = 0;                                                                         \
+            for (; r + G <= nr; r += G)                                                            \
+                for (int64_t t = 0; t < nt; t++)                                                   \
+                    TILE(G, 1, r, t);                                                              \
+            for (; r < nr; r++)                                                                    \
+                for (int64_t t = 0; t < nt; t++)                                                   \
+                    TILE(1, 1, r, t);                                                              \
+            return;                                                                                \
+        }                                                                                          \
+        int64_t chunk = (int64_t)(KX_ACT_CHUNK / (as ? as : 1)) / T * T;                           \
+        if (chunk < T) chunk = T;                                                                  \
+        for (int64_t c0 = 0; c0 < nt; c0 += chunk) {                                               \
+            int64_t c1 = c0 + chunk < nt ? c0 + chunk : nt;                                        \
+            int64_t r = 0;                                                                         \
+            for (; r + R <= nr; r += R) {                                                          \
+                int64_t t = c0;                                                                    \
+                for (; t + T <= c1; t += T)                                                        \
+                    TILE(R, T, r, t);                                                              \
+                for (; t < c1; t++)                                                                \
+                    TILE(R, 1, r, t);                                                              \
+            }                                                                                      \
+            for (; r < nr; r++) {                                                                  \
+                int64_t t = c0;                                                                    \
+                for (; t + T <= c1; t += T)                                                        \
+                    TILE(1, T, r, t);                                                              \
+                for (; t < c1; t++)                                                                \
+                    TILE(1, 1, r, t);                                                              \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+/* ---- f32, f16, bf16 weights x f32 activations ------------------------------------ */
+enum { KX_W_F32, KX_W_F16, KX_W_BF16 };
+
+/* 8 weights from p (kind's encoding) as f32. */
+KX_INLINE __m256 kx_load_w(int kind, const uint8_t *p) {
+    if (kind == KX_W_F32) return _mm256_loadu_ps((const float *)(const void *)p);
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    if (kind == KX_W_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* The last n < 8 values of a row, zero-padded (0 * 0 adds nothing). */
+KX_INLINE __m256 kx_load_w_tail(int kind, const uint8_t *p, int n) {
+    uint8_t buf[32] = {0};
+    memcpy(buf, p, (size_t)n * (kind == KX_W_F32 ? 4 : 2));
+    return kx_load_w(kind, buf);
+}
+
+KX_INLINE __m256 kx_load_a_tail(const float *p, int n) {
+    float buf[8] = {0};
+    memcpy(buf, p, (size_t)n * 4);
+    return _mm256_loadu_ps(buf);
+}
+
+KX_INLINE void kx_tile_f(int kind, const int R, const int T, int64_t k, const uint8_t *w, size_t ws,
+                         const uint8_t *a, size_t as, float *out, int64_t ldo) {
+    const size_t esz = kind == KX_W_F32 ? 4 : 2;
+    __m256 acc[KX_RM][KX_TM];
+    KX_UNROLL for (int r = 0; r < R; r++) KX_UNROLL for (int t = 0; t < T; t++) acc[r][t] =
+        _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+        __m256 wv[KX_RM];
+        KX_UNROLL for (int r = 0; r < R; r++) {
+            if (T == 1) kx_prefetch_next(w + r * ws + (size_t)i * esz + R * ws, 1);
+            wv[r] = kx_load_w(kind, w + r * ws + (size_t)i * esz);
+        }
+        KX_UNROLL for (int t = 0; t < T; t++) {
+            __m256 av = _mm256_loadu_ps((const float *)(const void *)(a + t * as) + i);
+            KX_UNROLL for (int r = 0; r < R; r++) acc[r][t] = _mm256_fmadd_ps(wv[r], av, acc[r][t]);
+        }
+    }
+    if (i < k) {
+        int n = (int)(k - i);
+        __m256 wv[KX_RM];
+        KX_UNROLL for (int r = 0; r < R; r++) wv[r] =
+            kx_load_w_tail(kind, w + r * ws + (size_t)i * esz, n);
+        KX_UNROLL for (int t = 0; t < T; t++) {
+            __m256 av = kx_load_a_tail((const float *)(const void *)(a + t * as) + i, n);
+            KX_UNROLL for (int r = 0; r < R; r++) acc[r][t] = _mm256_fmadd_ps(wv[r], av, acc[r][t]);
+        }
+    }
+    KX_UNROLL for (int t = 0; t < T; t++) KX_UNROLL for (int r = 0; r < R; r++) out[t * ldo + r] =
+        kx_hsum(acc[r][t]);
+}
+
+#define KX_TILE_F32(R, T, r, t)                                                                    \
+    kx_tile_f(KX_W_F32, R, T, k, w + (r)*ws, ws, a + (t)*as, as, out + (t)*ldo + (r), ldo)
+#define KX_TILE_F16(R, T, r, t)                                                                    \
+    kx_tile_f(KX_W_F16, R, T, k, w + (r)*ws, ws, a + (t)*as, as, out + (t)*ldo + (r), ldo)
+#define KX_TILE_BF16(R, T, r, t)                                                                   \
+    kx_tile_f(KX_W_BF16, R, T, k, w + (r)*ws, ws, a + (t)*as, as, out + (t)*ldo + (r), ldo)
+KX_GEMM(kx_gemm_f32, KX_TILE_F32, KX_F_R, KX_F_T, KX_G_R)
+KX_GEMM(kx_gemm_f16, KX_TILE_F16, KX_F_R, KX_F_T, KX_G_R)
+KX_GEMM(kx_gemm_bf16, KX_TILE_BF16, KX_F_R, KX_F_T, KX_G_R)
+
+/* ---- q8_0, q4_0, q4_1 weights x Q8 activations -------------------------------------- */
+/* Per block of 32 and pair (r, t): an exact int32 dot product in 8 lanes p,
+ * then acc += f32(p) * (dw * da), the R x T products dw * da made four at a
+ * time per block and read back as broadcast operands; for q4_1 the minimum's
+ * sum of m * sa runs in a separate f32 lane per pair and is added after the
+ * horizontal sum.
+ *   q8_0  AVX2: |w| (u8) x sign(qa, w) by VPMADDUBSW (|products pair| <= 2*128*127
+ *               fits i16), VPMADDWD by 1.  VNNI: (qa + 128) (u8) x w, started
+ *               from -128 * sum(w) (per weight block).
+ *   q4_0  nibbles (u8) x qa, less 8 * sum(qa) (per activation block).
+ *   q4_1  nibbles (u8) x qa; the minimum adds m * sa. */
+enum { KX_Q8_0, KX_Q4_0, KX_Q4_1 };
+
+KX_INLINE void kx_tile_q(int kind, const int R, const int T, int64_t nb, const uint8_t *w,
+                         size_t ws, const uint8_t *a, size_t as, float *out, int64_t ldo) {
+    const size_t wb = kind == KX_Q8_0 ? 34 : kind == KX_Q4_0 ? 18 : 20;
+    const size_t ab = sizeof(kiln_cpu_block_q8), aq = offsetof(kiln_cpu_block_q8, q);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    (void)ones16;
+    __m256 acc[KX_RM][KX_TM];
+    _Alignas(16) float scale[KX_TM][4], ms[KX_TM][4];
+    __m128 msum[KX_TM];
+    KX_UNROLL for (int t = 0; t < T; t++) msum[t] = _mm_setzero_ps();
+    KX_UNROLL for (int r = 0; r < R; r++) KX_UNROLL for (int t = 0; t < T; t++) acc[r][t] =
+        _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i wq[KX_RM], wc[KX_RM];
+        uint16_t wdh[4] = {0}, wmh[4] = {0}; /* f16 bits of d (and q4_1's m) per row */
+        KX_UNROLL for (int r = 0; r < R; r++) {
+            const uint8_t *p = w + r * ws + b * wb;
+            if (T == 1) kx_prefetch_next(p + R * ws, 1);
+            memcpy(&wdh[r], p, 2);
+            if (kind == KX_Q8_0) {
+                wq[r] = kx_load(p + 2);
+#if KX_VNNI
+                __m256i s = kx_dpbusd(_mm256_setzero_si256(), _mm256_set1_epi8(1), wq[r]);
+                wc[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s, 7));
+#else
+                wc[r] = _mm256_sign_epi8(wq[r], wq[r]);
+#endif
+            } else {
+                wq[r] = kx_nibbles(p + (kind == KX_Q4_0 ? 2 : 4));
+                wc[r] = _mm256_setzero_si256();
+                if (kind == KX_Q4_1) memcpy(&wmh[r], p + 2, 2);
+            }
+        }
+        /* The R x T scale products dw * da, 4 at a time, read back by
+         * broadcast loads (load ports, not the FMA pipes). */
+        const __m128 wd4 = _mm_cvtph_ps(
+            _mm_setr_epi16((short)wdh[0], (short)wdh[1], (short)wdh[2], (short)wdh[3], 0, 0, 0, 0));
+        const __m128 wm4 = _mm_cvtph_ps(
+            _mm_setr_epi16((short)wmh[0], (short)wmh[1], (short)wmh[2], (short)wmh[3], 0, 0, 0, 0));
+        KX_UNROLL for (int t = 0; t < T; t++) _mm_store_ps(
+            scale[t],
+            _mm_mul_ps(wd4, _mm_broadcast_ss((const float *)(const void *)(a + t * as + b * ab))));
+        KX_UNROLL for (int t = 0; t < T; t++) {
+            const uint8_t *pa = a + t * as + b * ab;
+            __m256i q = kx_load(pa + aq);
+            __m256i c = _mm256_setzero_si256();
+            /* q4_1's minimum: msum[t] (lane r) += m_r * sa_t, four pairs at once */
+            if (kind == KX_Q4_1)
+                msum[t] = _mm_fmadd_ps(wm4, _mm_broadcast_ss((const float *)(const void *)(pa + 4)),
+                                       msum[t]);
+#if KX_VNNI
+            if (kind == KX_Q8_0) q = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80));
+            if (kind == KX_Q4_0)
+                c = _mm256_sub_epi32(c, kx_dpbusd(_mm256_setzero_si256(), _mm256_set1_epi8(8), q));
+#else
+            if (kind == KX_Q4_0)
+                c = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), q), ones16);
+#endif
+            KX_UNROLL for (int r = 0; r < R; r++) {
+                __m256i p;
+#if KX_VNNI
+                if (kind == KX_Q8_0)
+                    p = kx_dpbusd(wc[r], q, wq[r]);
+                else
+                    p = kx_dpbusd(c, wq[r], q);
+#else
+                if (kind == KX_Q8_0)
+                    p = _mm256_madd_epi16(_mm256_maddubs_epi16(wc[r], _mm256_sign_epi8(q, wq[r])),
+                                          ones16);
+                else
+                    p = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], q), ones16),
+                                         c);
+#endif
+                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                                            _mm256_broadcast_ss(&scale[t][r]), acc[r][t]);
+            }
+        }
+    }
+    KX_UNROLL for (int t = 0; t < T; t++) {
+        _mm_store_ps(ms[t], msum[t]);
+        KX_UNROLL for (int r = 0; r < R; r++) out[t * ldo + r] =
+            kind == KX_Q4_1 ? kx_hsum(acc[r][t]) + ms[t][r] : kx_hsum(acc[r][t]);
+    }
+}
+
+#define KX_TILE_Q(kind, R, T, r, t)                                                                \
+    kx_tile_q(kind, R, T, k / 32, w + (r)*ws, ws, a + (t)*as, as, out + (t)*ldo + (r), ldo)
+#define KX_TILE_Q8_0(R, T, r, t) KX_TILE_Q(KX_Q8_0, R, T, r, t)
+#define KX_TILE_Q4_0(R, T, r, t) KX_TILE_Q(KX_Q4_0, R, T, r, t)
+#define KX_TILE_Q4_1(R, T, r, t) KX_TILE_Q(KX_Q4_1, R, T, r, t)
+KX_GEMM(kx_gemm_q8_0, KX_TILE_Q8_0, KX_Q_R, KX_Q_T, KX_G_R)
+KX_GEMM(kx_gemm_q4_0, KX_TILE_Q4_0, KX_Q_R, KX_Q_T, KX_G_R)
+KX_GEMM(kx_gemm_q4_1, KX_TILE_Q4_1, KX_Q_R, KX_Q_T, KX_G_R)
+
+/* ---- q4_K, q6_K weights x Q8K activations ---------------------------------------- */
+/* Per super-block of 256 and pair: the sub-block dot products by VPMADDUBSW
+ * (u8 weights x s8 activations), scaled by the sub-block scales with
+ * VPMADDWD, summed exactly in int32 lanes; then one or two FMAs. */
+/* The eight 6-bit scales and mins of a q4_K super-block (packing described
+ * in quant.c), rearranged by 32-bit masks: sc[j] to sc16[j]; mn[j] to
+ * mn16[2j] and mn16[2j + 1] (paired with bsums 2j, 2j + 1 by VPMADDWD). */
+KX_INLINE void kx_q4k_scales(const uint8_t *s, int16_t sc16[8], int16_t mn16[16]) {
+    uint32_t u[4];
+    memcpy(u, s, 12);
+    const uint32_t m6 = 0x3F3F3F3F, m4 = 0x0F0F0F0F, m2 = 0x03030303;
+    u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4); /* mins 4..7 */
+    uint32_t mn03 = u[1] & m6;                             /* mins 0..3 */
+    u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);        /* scales 4..7 */
+    u[2] = mn03;
+    u[0] &= m6; /* scales 0..3 */
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)u);
+    _mm_storeu_si128((__m128i *)(void *)sc16, _mm_cvtepu8_epi16(v));
+    __m128i mn = _mm_cvtepu8_epi16(_mm_srli_si128(v, 8));
+    _mm_storeu_si128((__m128i *)(void *)mn16, _mm_unpacklo_epi16(mn, mn));
+    _mm_storeu_si128((__m128i *)(void *)(mn16 + 8), _mm_unpackhi_epi16(mn, mn));
+}
+
+/* x = d*sc_j*q - dmin*mn_j: acc += f32(sum_j sc_j*dot_j) * (d*da)
+ *                                  - f32(sum_j mn_j*asum_j) * (dmin*da). */
+KX_INLINE void kx_tile_q4k(const int R, const int T, int64_t nb, const uint8_t *w, size_t ws,
+                           const uint8_t *a, size_t as, float *out, int64_t ldo) {
+    const size_t ab = sizeof(kiln_cpu_block_q8k);
+    const size_t aq = offsetof(kiln_cpu_block_q8k, q), abs_ = offsetof(kiln_cpu_block_q8k, bsums);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[KX_RM][KX_TM];
+    KX_UNROLL for (int r = 0; r < R; r++) KX_UNROLL for (int t = 0; t < T; t++) acc[r][t] =
+        _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        int16_t sc[KX_RM][8], mn[KX_RM][16];
+        __m256 vd[KX_RM], vdm[KX_RM];
+        __m256i isum[KX_RM][KX_TM];
+        KX_UNROLL for (int r = 0; r < R; r++) {
+            const uint8_t *p = w + r * ws + b * 144;
+            if (T == 1) kx_prefetch_next(p + R * ws, 144);
+            vd[r] = _mm256_set1_ps(kx_f16(p));
+            vdm[r] = _mm256_set1_ps(kx_f16(p + 2));
+            kx_q4k_scales(p + 4, sc[r], mn[r]);
+            KX_UNROLL for (int t = 0; t < T; t++) isum[r][t] = _mm256_setzero_si256();
+        }
+        for (int c = 0; c < 4; c++) {
+            __m256i lo[KX_RM], hi[KX_RM];
+            KX_UNROLL for (int r = 0; r < R; r++) {
+                __m256i v = kx_load(w + r * ws + b * 144 + 16 + 32 * c);
+                lo[r] = _mm256_and_si256(v, m4);
+                hi[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            }
+            KX_UNROLL for (int t = 0; t < T; t++) {
+                const uint8_t *pq = a + t * as + b * ab + aq + 64 * c;
+                __m256i q0 = kx_load(pq), q1 = kx_load(pq + 32);
+                KX_UNROLL for (int r = 0; r < R; r++) {
+                    __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[r], q0),
+                                                   _mm256_set1_epi16(sc[r][2 * c]));
+                    __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[r], q1),
+                                                   _mm256_set1_epi16(sc[r][2 * c + 1]));
+                    isum[r][t] = _mm256_add_epi32(isum[r][t], _mm256_add_epi32(p0, p1));
+                }
+            }
+        }
+        KX_UNROLL for (int t = 0; t < T; t++) {
+            const uint8_t *pa = a + t * as + b * ab;
+            __m256 vda = _mm256_broadcast_ss((const float *)(const void *)pa);
+            __m256i bs = kx_load(pa + abs_);
+            KX_UNROLL for (int r = 0; r < R; r++) {
+                __m256i ms = _mm256_madd_epi16(bs, kx_load(mn[r]));
+                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]),
+                                            _mm256_mul_ps(vd[r], vda), acc[r][t]);
+                acc[r][t] =
+                    _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(vdm[r], vda), acc[r][t]);
+            }
+        }
+    }
+    KX_UNROLL for (int t = 0; t < T; t++) KX_UNROLL for (int r = 0; r < R; r++) out[t * ldo + r] =
+        kx_hsum(acc[r][t]);
+}
+
+/* q6_K: 6-bit q (0..63) x qa by VPMADDUBSW, scaled by the 16-value sub-block's
+ * int8 scale; the -32 offset comes off as 32 * sum_j sc_j * asum_j (bsums).
+ * Group g (0..3) of half h holds values 128h + 32g + l, l < 32: low bits in
+ * ql[64h + 32(g & 1) + l] (low nibble for g < 2, high for g >= 2), high bits
+ * in qh[32h + l] >> 2g. */
+KX_INLINE __m256i kx_q6k_group(const uint8_t *p, int h, int g) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+    __m256i l = kx_load(p + 64 * h + 32 * (g & 1));
+    __m256i qh = kx_load(p + 128 + 32 * h);
+    l = g < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+    __m256i hb;
+    if (g == 0)
+        hb = _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2);
+    else if (g == 1)
+        hb = _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2);
+    else if (g == 2)
+        hb = _mm256_and_si256(qh, m2);
+    else
+        hb = _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2);
+    return _mm256_or_si256(l, hb);
+}
+
+KX_INLINE void kx_tile_q6k(const int R, const int T, int64_t nb, const uint8_t *w, size_t ws,
+                           const uint8_t *a, size_t as, float *out, int64_t ldo) {
+    const size_t ab = sizeof(kiln_cpu_block_q8k);
+    const size_t aq = offsetof(kiln_cpu_block_q8k, q), abs_ = offsetof(kiln_cpu_block_q8k, bsums);
+    __m256 acc[KX_RM][KX_TM];
+    KX_UNROLL for (int r = 0; r < R; r++) KX_UNROLL for (int t = 0; t < T; t++) acc[r][t] =
+        _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256 vd[KX_RM];
+        __m256i isum[KX_RM][KX_TM], sc16[KX_RM];
+        KX_UNROLL for (int r = 0; r < R; r++) {
+            if (T == 1) kx_prefetch_next(w + r * ws + b * 210 + R * ws, 210);
+            vd[r] = _mm256_set1_ps(kx_f16(w + r * ws + b * 210 + 208));
+            sc16[r] = _mm256_cvtepi8_epi16(
+                _mm_loadu_si128((const __m128i *)(w + r * ws + b * 210 + 192)));
+            KX_UNROLL for (int t = 0; t < T; t++) isum[r][t] = _mm256_setzero_si256();
+        }
+        for (int h = 0; h < 2; h++)
+            KX_UNROLL for (int g = 0; g < 4; g++) {
+                __m256i wv[KX_RM], scv[KX_RM];
+                /* scales 8h + 2g (values 0..15 of the group: the low 128 bits of
+                 * VPMADDUBSW's result) and 8h + 2g + 1 (the high 128 bits) */
+                const __m256i pick = _mm256_set1_epi32(4 * h + g);
+                const __m256i spread =
+                    _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2,
+                                     3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+                KX_UNROLL for (int r = 0; r < R; r++) {
+                    wv[r] = kx_q6k_group(w + r * ws + b * 210, h, g);
+                    scv[r] =
+                        _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc16[r], pick), spread);
+                }
+                KX_UNROLL for (int t = 0; t < T; t++) {
+                    __m256i q = kx_load(a + t * as + b * ab + aq + 128 * h + 32 * g);
+                    KX_UNROLL for (int r = 0; r < R; r++) isum[r][t] = _mm256_add_epi32(
+                        isum[r][t], _mm256_madd_epi16(_mm256_maddubs_epi16(wv[r], q), scv[r]));
+                }
+            }
+        KX_UNROLL for (int t = 0; t < T; t++) {
+            const uint8_t *pa = a + t * as + b * ab;
+            __m256 vda = _mm256_broadcast_ss((const float *)(const void *)pa);
+            __m256i bs = kx_load(pa + abs_);
+            KX_UNROLL for (int r = 0; r < R; r++) {
+                __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16[r]), 5);
+                __m256i is = _mm256_sub_epi32(isum[r][t], corr);
+                acc[r][t] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(vd[r], vda), acc[r][t]);
+            }
+        }
+    }
+    KX_UNROLL for (int t = 0; t < T; t++) KX_UNROLL for (int r = 0; r < R; r++) out[t * ldo + r] =
+        kx_hsum(acc[r][t]);
+}
+
+#define KX_TILE_Q4K(R, T, r, t)                                                                    \
+    kx_tile_q4k(R, T, k / 256, w + (r)*ws, ws, a + (t)*as, as, out + (t)*ldo + (r), ldo)
+#define KX_TILE_Q6K(R, T, r, t)                                                                    \
+    kx_tile_q6k(R, T, k / 256, w + (r)*ws, ws, a + (t)*as, as, out + (t)*ldo + (r), ldo)
+KX_GEMM(kx_gemm_q4_K, KX_TILE_Q4K, KX_K_R, KX_K_T, KX_K_G)
+KX_GEMM(kx_gemm_q6_K, KX_TILE_Q6K, KX_K_R, KX_K_T, KX_K_G)
+
+/* ---- vector helpers ------------------------------------------------------------- */
+static float kx_dot_f32(const float *a, const float *b, int64_t n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    float s = kx_hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+static float kx_dot_f16(const float *a, const uint16_t *b, int64_t n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+#define KX_H(j) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i + (j))))
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), KX_H(0), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), KX_H(8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), KX_H(16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), KX_H(24), s3);
+    }
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), KX_H(0), s0);
+#undef KX_H
+    float s = kx_hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++)
+        s += a[i] * _cvtsh_ss(b[i]);
+    return s;
+}
+
+static void kx_axpy_f32(float alpha, const float *x, float *y, int64_t n) {
+    __m256 va = _mm256_set1_ps(alpha);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i,
+                         _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++)
+        y[i] += alpha * x[i];
+}
+
+static void kx_axpy_f16(float alpha, const uint16_t *x, float *y, int64_t n) {
+    __m256 va = _mm256_set1_ps(alpha);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i)));
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, xv, _mm256_loadu_ps(y + i)));
+    }
+    for (; i < n; i++)
+        y[i] += alpha * _cvtsh_ss(x[i]);
+}
+
+/* The table of one variant. */
+#define KX_TABLE(sym, vname)                                                                       \
+    const kiln_cpu_kernels sym = {                                                                 \
+        .name = vname,                                                                             \
+        .quantize_row = kiln_cpu_quantize_row_common,                                              \
+        .gemm =                                                                                    \
+            {                                                                                      \
+                [KILN_F32] = kx_gemm_f32,                                                          \
+                [KILN_F16] = kx_gemm_f16,                                                          \
+                [KILN_BF16] = kx_gemm_bf16,                                                        \
+                [KILN_Q8_0] = kx_gemm_q8_0,                                                        \
+                [KILN_Q4_0] = kx_gemm_q4_0,                                                        \
+                [KILN_Q4_1] = kx_gemm_q4_1,                                                        \
+                [KILN_Q4_K] = kx_gemm_q4_K,                                                        \
+                [KILN_Q6_K] = kx_gemm_q6_K,                                                        \
+            },                                                                                     \
+        .dot_f32 = kx_dot_f32,                                                                     \
+        .dot_f16 = kx_dot_f16,                                                                     \
+        .axpy_f32 = kx_axpy_f32,                                                                   \
+        .axpy_f16 = kx_axpy_f16,                                                                   \
+    }
+
+#endif /* KILN_CPU_KERNELS_X86_COMMON_H */

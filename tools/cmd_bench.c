@@ -1,0 +1,543 @@
+/* cmd_bench.c: `kiln bench`, llama-bench for a program: prompt processing
+ * (ppN) and token generation (tgN) rates over repetitions and thread counts,
+ * as a table, CSV or JSON; `kiln bench --machine` measures the machine
+ * itself (src/runtime/machine.c) and stores it for the profiler. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "runtime/machine.h"
+#include "runtime/runtime.h"
+
+static const char *HELP =
+    "usage: kiln bench -m MODEL.kiln [options]\n"
+    "       kiln bench --machine [-t N]\n"
+    "\n"
+    "Measures a program as llama-bench does: ppN prefills N random tokens\n"
+    "(in one call when the program's prefill method takes N tokens, else in\n"
+    "calls of its prefill size), tgN runs N one-token decode steps from an\n"
+    "empty cache. Each test runs once to warm up, then -r times, each from a\n"
+    "cleared KV cache; t/s is the mean and standard deviation of the runs.\n"
+    "\n"
+    "options:\n"
+    "  -m, --model FILE     program to measure (required unless --machine)\n"
+    "  -p, --n-prompt LIST  prompt lengths, comma-separated (default 512; 0 = none)\n"
+    "  -n, --n-gen LIST     generation lengths (default 128; 0 = none)\n"
+    "  -t, --threads LIST   thread counts (default: $KILN_THREADS, else the cores)\n"
+    "  -r, --repetitions N  timed runs per test (default 5)\n"
+    "  -o, --output FMT     table (default), csv, or json (llama-bench's field names)\n"
+    "  --machine            measure memory read bandwidth and peak f32 FMA and int8\n"
+    "                       dot rates on 1 and N threads (N: the largest -t), print\n"
+    "                       them and store them in $KILN_CACHE/machine.json\n"
+    "                       (default cache ~/.cache/kiln)\n"
+    "  --mem-mib N          --machine: size of the buffer streamed (default 1024)\n"
+    "  -h, --help           this text\n"
+    "\n"
+    "examples:\n"
+    "  kiln bench -m smollm2.kiln -p 128,512 -n 128 -t 1,4\n"
+    "  kiln bench --machine -t 8\n";
+
+#define MAX_LIST 64
+
+typedef struct {
+    int v[MAX_LIST];
+    int n;
+} int_list;
+
+/* "a,b,c" of integers in [lo, hi]; 0 ok, else a usage error was printed. */
+static int parse_list(const char *cmd, const char *flag, const char *s, long long lo, long long hi,
+                      int_list *out) {
+    char buf[1024];
+    if (!*s || strlen(s) >= sizeof buf) {
+        kiln_cli_usage_error(cmd, "%s needs a comma-separated list of integers, got '%s'", flag, s);
+        return -1;
+    }
+    strcpy(buf, s);
+    out->n = 0;
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        long long v;
+        if (kiln_cli_int(item, lo, hi, &v)) {
+            kiln_cli_usage_error(cmd, "%s takes integers in %lld..%lld, got '%s'", flag, lo, hi,
+                                 item);
+            return -1;
+        }
+        if (out->n == MAX_LIST) {
+            kiln_cli_usage_error(cmd, "%s: at most %d values", flag, MAX_LIST);
+            return -1;
+        }
+        out->v[out->n++] = (int)v;
+    }
+    size_t l = strlen(s);
+    if (!out->n || s[0] == ',' || s[l - 1] == ',' || strstr(s, ",,")) {
+        kiln_cli_usage_error(cmd, "%s needs a comma-separated list of integers, got '%s'", flag, s);
+        return -1;
+    }
+    return 0;
+}
+
+static int default_threads(void) {
+    const char *env = getenv("KILN_THREADS");
+    long long v;
+    if (env && *env && !kiln_cli_int(env, 1, 1024, &v)) return (int)v;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
+}
+
+static uint64_t peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru)) return 0;
+    return (uint64_t)ru.ru_maxrss * 1024; /* Linux: KiB */
+}
+
+/* ---- --machine -------------------------------------------------------------- */
+
+static int run_machine(const char *cmd, int n_threads, long long mem_mib) {
+    char path[4200];
+    kiln_status st = kiln_machine_default_path(path, sizeof path);
+    if (st) return kiln_cli_fail(cmd, st);
+    fprintf(stderr, "kiln bench: measuring (a %lld MiB buffer, 1 and %d threads)...\n", mem_mib,
+            n_threads);
+    kiln_machine_info mi;
+    if ((st = kiln_machine_measure(n_threads, (uint64_t)mem_mib << 20, &mi)))
+        return kiln_cli_fail(cmd, st);
+    printf("cpu: %s\n", mi.cpu_model);
+    printf("kernels: f32 %s, int8 %s\n", mi.f32_kernel, mi.i8_kernel);
+    printf("| threads | memory read GB/s | f32 FMA GFLOP/s | int8 dot GOP/s |\n");
+    printf("| ------: | ---------------: | --------------: | -------------: |\n");
+    const kiln_machine_rates *r[2] = {&mi.one, &mi.all};
+    for (int i = 0; i < (n_threads > 1 ? 2 : 1); i++)
+        printf("| %7d | %16.2f | %15.2f | %14.2f |\n", r[i]->n_threads, r[i]->mem_read_gbps,
+               r[i]->f32_gflops, r[i]->i8_gops);
+    if ((st = kiln_machine_save(&mi, path))) return kiln_cli_fail(cmd, st);
+    printf("saved %s\n", path);
+    return KILN_EXIT_OK;
+}
+
+/* ---- the model ---------------------------------------------------------------- */
+
+typedef struct {
+    const char *path;
+    uint64_t size, params; /* weight bytes and elements */
+    char backend[256];     /* backends the nodes use, "cpu+ref" */
+    const char *type_k, *type_v;
+    int64_t ctx, vocab, prefill_max;
+    int pre, dec;                  /* methods */
+    int pre_tok, pre_pos, pre_all; /* their inputs */
+    int dec_tok, dec_pos;
+} model_info;
+
+static kiln_status input_index(const kiln_program *p, int method, const char *name, int *out) {
+    for (int i = 0; i < kiln_method_input_count(p, method); i++) {
+        kiln_tensor_info ti;
+        if (!kiln_method_input_info(p, method, i, &ti) && !strcmp(ti.name, name)) {
+            *out = i;
+            return KILN_OK;
+        }
+    }
+    return kiln_error(KILN_ERR_INVALID_ARG,
+                      "method '%s' has no input '%s': not a language-model program",
+                      kiln_program_method_name(p, method), name);
+}
+
+static kiln_status describe(const kiln_program *p, model_info *mi) {
+    const kiln_module *m = &p->mod;
+    kiln_status st;
+    if ((st = kiln_program_find_method(p, "prefill", &mi->pre)) ||
+        (st = kiln_program_find_method(p, "decode", &mi->dec)))
+        return kiln_error_wrap(st, "kiln bench needs the methods prefill and decode");
+    if ((st = input_index(p, mi->pre, "tokens", &mi->pre_tok)) ||
+        (st = input_index(p, mi->pre, "pos", &mi->pre_pos)) ||
+        (st = input_index(p, mi->pre, "all_logits", &mi->pre_all)) ||
+        (st = input_index(p, mi->dec, "tokens", &mi->dec_tok)) ||
+        (st = input_index(p, mi->dec, "pos", &mi->dec_pos)))
+        return st;
+    if ((st = kiln_program_meta_int(p, "llm.vocab_size", &mi->vocab)) ||
+        (st = kiln_program_meta_int(p, "llm.context_length", &mi->ctx)))
+        return st;
+    if (mi->vocab < 1)
+        return kiln_error(KILN_ERR_FORMAT, "vocabulary size %lld", (long long)mi->vocab);
+    mi->prefill_max = m->methods[mi->pre].max_tokens;
+    mi->size = mi->params = 0;
+    for (int i = 0; i < m->n_consts; i++) {
+        mi->size += m->consts[i].nbytes;
+        mi->params += kiln_shape_elems(m->consts[i].ndim, m->consts[i].ne);
+    }
+    uint8_t used[256] = {0};
+    for (int k = 0; k < m->n_methods; k++)
+        for (int i = 0; i < m->methods[k].n_nodes; i++) {
+            int b = m->methods[k].nodes[i].backend;
+            if (b >= 0 && b < 256) used[b] = 1;
+        }
+    mi->backend[0] = 0;
+    for (int b = 0; b < m->n_backends && b < 256; b++) {
+        if (!used[b]) continue;
+        size_t l = strlen(mi->backend);
+        snprintf(mi->backend + l, sizeof mi->backend - l, "%s%s", l ? "+" : "", m->backends[b]);
+    }
+    mi->type_k = mi->type_v = "?";
+    for (int i = 0; i < m->n_states; i++) {
+        if (!strncmp(m->states[i].name, "kv_cache.k.", 11))
+            mi->type_k = kiln_dtype_name(m->states[i].dtype);
+        if (!strncmp(m->states[i].name, "kv_cache.v.", 11))
+            mi->type_v = kiln_dtype_name(m->states[i].dtype);
+    }
+    return KILN_OK;
+}
+
+/* ---- the tests ------------------------------------------------------------------ */
+
+typedef struct {
+    int n_prompt, n_gen, n_threads, n_batch; /* n_batch: tokens per prefill call (1 for tg) */
+    int reps;
+    double samples[1000]; /* tokens per second of each timed run */
+    double avg, sd;
+    uint64_t peak_rss;
+} result;
+
+/* One run of test r: prefill r->n_prompt tokens in calls of at most
+ * prefill_max, or r->n_gen decode steps from position 0 (only `limit` of
+ * them for a warm-up). Returns the seconds, or -1 on error. */
+static double run_once(kiln_session *s, const model_info *mi, const result *r, const int32_t *toks,
+                       int limit) {
+    kiln_status st = kiln_session_reset(s);
+    int64_t one = 1;
+    int32_t zero = 0;
+    double t0 = kiln_now_ms();
+    if (r->n_prompt) {
+        st = st ? st : kiln_session_set_input(s, mi->pre, mi->pre_all, &zero, KILN_I32, 1, &one);
+        for (int done = 0; done < r->n_prompt && !st;) {
+            int64_t n = r->n_prompt - done < r->n_batch ? r->n_prompt - done : r->n_batch;
+            int32_t pos = done;
+            if (!(st = kiln_session_set_input(s, mi->pre, mi->pre_tok, toks + done, KILN_I32, 1,
+                                              &n)) &&
+                !(st = kiln_session_set_input(s, mi->pre, mi->pre_pos, &pos, KILN_I32, 1, &one)))
+                st = kiln_session_execute(s, mi->pre);
+            done += (int)n;
+        }
+    } else {
+        int n = r->n_gen < limit ? r->n_gen : limit;
+        for (int i = 0; i < n && !st && !kiln_cli_interrupted; i++) {
+            int32_t pos = i;
+            if (!(st = kiln_session_set_input(s, mi->dec, mi->dec_tok, toks + i, KILN_I32, 1,
+                                              &one)) &&
+                !(st = kiln_session_set_input(s, mi->dec, mi->dec_pos, &pos, KILN_I32, 1, &one)))
+                st = kiln_session_execute(s, mi->dec);
+        }
+    }
+    double t = (kiln_now_ms() - t0) / 1e3;
+    return st ? -1 : t;
+}
+
+static kiln_status run_test(kiln_session *s, const model_info *mi, result *r, const int32_t *toks) {
+    int n = r->n_prompt ? r->n_prompt : r->n_gen;
+    /* llama-bench's warm-up: the whole prompt, or one generated token */
+    if (run_once(s, mi, r, toks, 1) < 0) return kiln_last_status();
+    double sum = 0;
+    for (int i = 0; i < r->reps; i++) {
+        if (kiln_cli_interrupted) return KILN_ERR_CANCELLED;
+        double t = run_once(s, mi, r, toks, n);
+        if (t < 0) return kiln_last_status();
+        r->samples[i] = n / (t > 1e-9 ? t : 1e-9);
+        sum += r->samples[i];
+    }
+    r->avg = sum / r->reps;
+    double ss = 0;
+    for (int i = 0; i < r->reps; i++)
+        ss += (r->samples[i] - r->avg) * (r->samples[i] - r->avg);
+    r->sd = r->reps > 1 ? sqrt(ss / (r->reps - 1)) : 0;
+    r->peak_rss = peak_rss_bytes();
+    return KILN_OK;
+}
+
+/* ---- output ---------------------------------------------------------------------- */
+
+enum { OUT_TABLE, OUT_CSV, OUT_JSON };
+
+static void fmt_size(char *buf, size_t cap, uint64_t b) {
+    if (b >= (1ull << 30))
+        snprintf(buf, cap, "%.2f GiB", b / 1073741824.0);
+    else
+        snprintf(buf, cap, "%.2f MiB", b / 1048576.0);
+}
+
+static void fmt_params(char *buf, size_t cap, uint64_t n) {
+    if (n >= 1000000000ull)
+        snprintf(buf, cap, "%.2f B", n / 1e9);
+    else if (n >= 1000000ull)
+        snprintf(buf, cap, "%.2f M", n / 1e6);
+    else
+        snprintf(buf, cap, "%.2f K", n / 1e3);
+}
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+static void csv_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"') putchar('"');
+        putchar(*s);
+    }
+    putchar('"');
+}
+
+static int g_model_w = 5;
+
+static void print_header(int fmt) {
+    if (fmt == OUT_TABLE) {
+        printf("| %-*s | %10s | %10s | %-10s | %7s | %13s | %20s |\n", g_model_w, "model", "size",
+               "params", "backend", "threads", "test", "t/s");
+        printf("| ");
+        for (int i = 0; i < g_model_w; i++)
+            putchar('-');
+        printf(" | ---------: | ---------: | ---------- | ------: | ------------: | "
+               "-------------------: |\n");
+    } else if (fmt == OUT_CSV) {
+        printf("model_filename,model_size,model_n_params,backend,n_threads,type_k,type_v,n_batch,n_"
+               "prompt,n_gen,"
+               "avg_ts,stddev_ts,samples_ts,peak_rss_bytes\n");
+    } else {
+        printf("[");
+    }
+}
+
+static void print_result(int fmt, const model_info *mi, const result *r, int first) {
+    char test[32], size[32], params[32], ts[64];
+    if (r->n_prompt)
+        snprintf(test, sizeof test, "pp%d", r->n_prompt);
+    else
+        snprintf(test, sizeof test, "tg%d", r->n_gen);
+    if (fmt == OUT_TABLE) {
+        const char *base = strrchr(mi->path, '/') ? strrchr(mi->path, '/') + 1 : mi->path;
+        fmt_size(size, sizeof size, mi->size);
+        fmt_params(params, sizeof params, mi->params);
+        snprintf(ts, sizeof ts, "%.2f ± %.2f", r->avg, r->sd);
+        /* "±" is two bytes, one column */
+        printf("| %-*s | %10s | %10s | %-10s | %7d | %13s | %21s |\n", g_model_w, base, size,
+               params, mi->backend, r->n_threads, test, ts);
+    } else if (fmt == OUT_CSV) {
+        csv_str(mi->path);
+        printf(",%llu,%llu,", (unsigned long long)mi->size, (unsigned long long)mi->params);
+        csv_str(mi->backend);
+        printf(",%d,%s,%s,%d,%d,%d,%.6f,%.6f,\"", r->n_threads, mi->type_k, mi->type_v, r->n_batch,
+               r->n_prompt, r->n_gen, r->avg, r->sd);
+        for (int i = 0; i < r->reps; i++)
+            printf("%s%.6f", i ? " " : "", r->samples[i]);
+        printf("\",%llu\n", (unsigned long long)r->peak_rss);
+    } else {
+        printf("%s\n  {\n    \"model_filename\": ", first ? "" : ",");
+        json_str(mi->path);
+        printf(",\n    \"model_size\": %llu,\n    \"model_n_params\": %llu,\n    \"backend\": ",
+               (unsigned long long)mi->size, (unsigned long long)mi->params);
+        json_str(mi->backend);
+        printf(",\n    \"n_threads\": %d,\n    \"type_k\": \"%s\",\n    \"type_v\": \"%s\",\n    "
+               "\"n_batch\": %d,\n"
+               "    \"n_prompt\": %d,\n    \"n_gen\": %d,\n    \"avg_ts\": %.6f,\n    "
+               "\"stddev_ts\": %.6f,\n"
+               "    \"samples_ts\": [",
+               r->n_threads, mi->type_k, mi->type_v, r->n_batch, r->n_prompt, r->n_gen, r->avg,
+               r->sd);
+        for (int i = 0; i < r->reps; i++)
+            printf("%s%.6f", i ? ", " : "", r->samples[i]);
+        printf("],\n    \"peak_rss_bytes\": %llu\n  }", (unsigned long long)r->peak_rss);
+    }
+    fflush(stdout);
+}
+
+/* ---- the command ------------------------------------------------------------------- */
+
+int kiln_cmd_bench(int argc, char **argv) {
+    const char *cmd = "bench", *model = NULL, *val;
+    int_list pp = {{512}, 1}, tg = {{128}, 1}, threads = {{0}, 0};
+    int reps = 5, fmt = OUT_TABLE, machine = 0;
+    long long v, mem_mib = 1024;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(HELP, stdout);
+            return KILN_EXIT_OK;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!(model = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+        } else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) {
+            if (!(val = kiln_cli_value(cmd, argc, argv, &i)) ||
+                parse_list(cmd, a, val, 0, 1 << 20, &pp))
+                return KILN_EXIT_USAGE;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
+            if (!(val = kiln_cli_value(cmd, argc, argv, &i)) ||
+                parse_list(cmd, a, val, 0, 1 << 20, &tg))
+                return KILN_EXIT_USAGE;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!(val = kiln_cli_value(cmd, argc, argv, &i)) ||
+                parse_list(cmd, a, val, 1, 1024, &threads))
+                return KILN_EXIT_USAGE;
+        } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
+            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+            if (kiln_cli_int(val, 1, 1000, &v))
+                return kiln_cli_usage_error(cmd, "%s must be an integer in 1..1000, got '%s'", a,
+                                            val);
+            reps = (int)v;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+            if (!strcmp(val, "table"))
+                fmt = OUT_TABLE;
+            else if (!strcmp(val, "csv"))
+                fmt = OUT_CSV;
+            else if (!strcmp(val, "json"))
+                fmt = OUT_JSON;
+            else
+                return kiln_cli_usage_error(cmd, "%s must be table, csv or json, got '%s'", a, val);
+        } else if (!strcmp(a, "--machine")) {
+            machine = 1;
+        } else if (!strcmp(a, "--mem-mib")) {
+            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+            if (kiln_cli_int(val, 1, 1 << 20, &mem_mib))
+                return kiln_cli_usage_error(
+                    cmd, "--mem-mib must be an integer in 1..1048576, got '%s'", val);
+        } else {
+            return kiln_cli_usage_error(cmd,
+                                        a[0] == '-'
+                                            ? "unknown option '%s'"
+                                            : "unexpected argument '%s' (the model goes after -m)",
+                                        a);
+        }
+    }
+    if (machine) {
+        if (model)
+            return kiln_cli_usage_error(cmd,
+                                        "--machine measures the machine, not a model: drop -m");
+        int n = default_threads();
+        if (threads.n) {
+            n = 1;
+            for (int i = 0; i < threads.n; i++)
+                if (threads.v[i] > n) n = threads.v[i];
+        }
+        return run_machine(cmd, n, mem_mib);
+    }
+    if (!model) return kiln_cli_usage_error(cmd, "no model given (-m FILE)");
+    if (!threads.n) threads.v[threads.n++] = default_threads();
+    int any = 0;
+    for (int i = 0; i < pp.n; i++)
+        any |= pp.v[i] > 0;
+    for (int i = 0; i < tg.n; i++)
+        any |= tg.v[i] > 0;
+    if (!any) return kiln_cli_usage_error(cmd, "nothing to measure: every -p and -n is 0");
+
+    model_info mi;
+    memset(&mi, 0, sizeof mi);
+    mi.path = model;
+    const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
+    g_model_w = (int)strlen(base) > 5 ? (int)strlen(base) : 5;
+    int32_t *toks = NULL;
+    int first = 1, header = 0, rc = KILN_EXIT_OK;
+    kiln_status st = KILN_OK;
+    char notes[MAX_LIST][128];
+    int n_notes = 0;
+    for (int ti = 0; ti < threads.n && !st; ti++) {
+        kiln_open_options oo;
+        memset(&oo, 0, sizeof oo);
+        oo.n_threads = threads.v[ti];
+        kiln_program *p = NULL;
+        kiln_session *s = NULL;
+        if ((st = kiln_program_open_with(model, &oo, &p))) break;
+        if (ti == 0) {
+            if ((st = describe(p, &mi))) {
+                kiln_program_close(p);
+                break;
+            }
+            int longest = 0;
+            for (int i = 0; i < pp.n; i++)
+                longest = pp.v[i] > longest ? pp.v[i] : longest;
+            for (int i = 0; i < tg.n; i++)
+                longest = tg.v[i] > longest ? tg.v[i] : longest;
+            if (longest > mi.ctx) {
+                st = kiln_error(
+                    KILN_ERR_INVALID_ARG,
+                    "a test of %d tokens does not fit the program's context of %lld positions",
+                    longest, (long long)mi.ctx);
+                kiln_program_close(p);
+                break;
+            }
+            /* random ids inside the vocabulary, the same every time */
+            toks = malloc(sizeof(int32_t) * (size_t)(longest ? longest : 1));
+            if (!toks) {
+                st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+                kiln_program_close(p);
+                break;
+            }
+            unsigned long long rs = 1234;
+            for (int i = 0; i < longest; i++) {
+                rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+                toks[i] = (int32_t)((rs >> 33) % (unsigned long long)mi.vocab);
+            }
+            print_header(fmt);
+            header = 1;
+        }
+        if ((st = kiln_session_create(p, &s))) {
+            kiln_program_close(p);
+            break;
+        }
+        for (int k = 0; k < pp.n + tg.n && !st; k++) {
+            int is_pp = k < pp.n, n = is_pp ? pp.v[k] : tg.v[k - pp.n];
+            if (!n) continue;
+            result *r = calloc(1, sizeof *r);
+            if (!r) {
+                st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+                break;
+            }
+            r->n_prompt = is_pp ? n : 0;
+            r->n_gen = is_pp ? 0 : n;
+            r->n_threads = threads.v[ti];
+            r->n_batch = is_pp ? (n < mi.prefill_max ? n : (int)mi.prefill_max) : 1;
+            r->reps = reps;
+            if (!(st = run_test(s, &mi, r, toks))) {
+                print_result(fmt, &mi, r, first);
+                first = 0;
+                if (is_pp && ti == 0 && n_notes < MAX_LIST) {
+                    if (n <= mi.prefill_max)
+                        snprintf(notes[n_notes++], sizeof notes[0],
+                                 "pp%d: one prefill call of %d tokens", n, n);
+                    else
+                        snprintf(notes[n_notes++], sizeof notes[0],
+                                 "pp%d: %d prefill calls of up to %d tokens (the program's prefill "
+                                 "size)",
+                                 n, (int)((n + mi.prefill_max - 1) / mi.prefill_max),
+                                 (int)mi.prefill_max);
+                }
+            }
+            free(r);
+        }
+        kiln_session_destroy(s);
+        kiln_program_close(p);
+    }
+    if (st) {
+        if (fmt == OUT_JSON && header) printf("\n]\n");
+        fflush(stdout);
+        rc = kiln_cli_fail(cmd, st);
+    } else if (fmt == OUT_JSON) {
+        printf("\n]\n");
+    } else if (fmt == OUT_TABLE) {
+        printf("\n");
+        for (int i = 0; i < n_notes; i++)
+            printf("%s\n", notes[i]);
+        uint64_t rss = peak_rss_bytes();
+        printf("peak RSS: %.1f MiB (%llu bytes)\n", rss / 1048576.0, (unsigned long long)rss);
+    }
+    free(toks);
+    return rc;
+}
