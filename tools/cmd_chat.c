@@ -37,6 +37,8 @@ static const char *HELP =
     "                          token or the context is full\n"
     "  --temp T                temperature; 0 = greedy (default 0.8)\n"
     "  --seed S                sampler seed; -1 (default) = random, printed on stderr\n"
+    "  -t, --threads N         threads to compute with (default: $KILN_THREADS,\n"
+    "                          else the cores this process may use)\n"
     "  --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n\n"
     "                          as in `kiln generate` (llama.cpp's defaults)\n"
     "  --render-only           print the rendered prompt of --messages and exit\n"

@@ -95,7 +95,8 @@ kiln_status kiln_program_open(const char *path, kiln_program **out);
 /* How a program runs on this machine; all zero = the defaults. */
 typedef struct kiln_open_options {
     /* Threads the cpu backend computes with (the caller's thread counts as
-     * one): 0 = $KILN_THREADS when set, else the number of online cores. */
+     * one): 0 = $KILN_THREADS when set, else the number of cores this process may
+     * run on (its CPU affinity). */
     int n_threads;
     /* Kernel variant of the cpu backend ("scalar", "avx2", "avx512",
      * "avx512-vnni", "neon", "dotprod", "i8mm"): NULL = $KILN_CPU when set,
