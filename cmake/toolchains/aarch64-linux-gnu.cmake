@@ -1,6 +1,6 @@
 # aarch64-linux-gnu.cmake: cross-compiles Kiln for 64-bit ARM Linux with
 # Debian's gcc-aarch64-linux-gnu, and runs what it builds (ctest, the test
-# scripts through KILN_EMULATOR) under qemu-user.
+# scripts through the build/tests/emu/ wrappers) under qemu-user.
 #   cmake -S . -B build-arm64 -G Ninja \
 #     -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake
 # Packages: gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user.

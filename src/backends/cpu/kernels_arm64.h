@@ -18,9 +18,10 @@
  *     zero-padded, reduced ((s0+s4) + (s2+s6)) + ((s1+s5) + (s3+s7)) as the
  *     scalar table does.
  * Loads are byte loads (vld1q_u8 and memcpy): GGUF rows and blocks are not
- * aligned. Weight tiles: up to 4 rows x 2 activation rows (2 x 2 for the
- * K-quants and for SMMLA), so each weight load serves two activation rows
- * in prefill and each activation load four weight rows in decode. */
+ * aligned. Tiles: 4 weight rows x 2 activation rows (2 x 2 for SMMLA and the
+ * K-quants), and 4 weight rows x 1 activation row (2 for q6_K) in decode, so
+ * each weight load serves two activation rows in prefill and each
+ * activation load several weight rows in decode. */
 #ifndef KILN_CPU_KERNELS_ARM64_H
 #define KILN_CPU_KERNELS_ARM64_H
 
