@@ -3,9 +3,12 @@
 #   1. installs what the tests need when it is missing (Debian packages);
 #   2. a normal build with -Werror, then ctest (the slow Kiln vs llama.cpp test
 #      as its own step, not under the sanitizers);
-#   3. an AddressSanitizer + UndefinedBehaviorSanitizer build, then ctest;
-#   4. each libFuzzer target briefly (KILN_FUZZ_SECONDS, default 20; 0 skips).
-# Build folders: build-test/, build-asan/, build-fuzz/ under the repo.
+#   3. ARM64: a cross build whose tests, each NEON kernel variant and x86 <->
+#      ARM64 programs run under qemu-aarch64 (scripts/test_arm64.sh; KILN_ARM64=0
+#      skips it; without root or apt it skips, except under CI, where it fails);
+#   4. an AddressSanitizer + UndefinedBehaviorSanitizer build, then ctest;
+#   5. each libFuzzer target briefly (KILN_FUZZ_SECONDS, default 20; 0 skips).
+# Build folders: build-test/, build-arm64*/, build-asan/, build-fuzz/ under the repo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -46,6 +49,12 @@ cmake --build build-test -j "$JOBS"
 # in this optimized build: under the sanitizers it would take far too long.
 echo "== Kiln vs llama.cpp (ctest -L slow)"
 (cd build-test && ctest --output-on-failure -L slow)
+
+if [ "${KILN_ARM64:-1}" != 0 ]; then
+  echo "== ARM64 under qemu (cross build, ctest, kernel variants, x86 <-> ARM64 programs)"
+  KILN_ARM64_REQUIRED=${KILN_ARM64_REQUIRED:-$([ -n "${CI:-}" ] && echo 1 || echo 0)} \
+    bash scripts/test_arm64.sh build-test
+fi
 
 echo "== build (AddressSanitizer + UndefinedBehaviorSanitizer)"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_WERROR=ON -DKILN_SANITIZE=ON >/dev/null
