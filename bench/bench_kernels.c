@@ -1,13 +1,13 @@
 /* bench_kernels.c: times the cpu backend's gemm kernels, one core, per
  * variant this CPU runs and per weight dtype:
- *   tg  nt = 1, k = 4096, weight rows filling ~64 MiB (past the L3): GB/s of
- *       weight bytes streamed;
+ *   tg  nt = 1, k = 4096, weight rows filling ~64 MiB (past the L3;
+ *       $KILN_BENCH_TG_MIB sets another size): GB/s of weight bytes streamed;
  *   pp  nt = 128, k = 2048, nr = 2048 (scalar: nr = 256): GOP/s, 2*k*nr*nt
  *       operations per call (activation quantization not included).
  * Median of R runs (after one warm-up), by the wall clock and by this
  * thread's CPU time (the latter leaves out time the OS gave to other
  * processes, for a shared machine).
- *   bench_kernels [VARIANT...] [-r R] */
+ *   bench_kernels [VARIANT...] [DTYPE...] [-r R] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +101,21 @@ static double time_gemm(const kiln_cpu_kernels *kt, kiln_dtype t, int64_t k, int
     return ts[reps / 2];
 }
 
+/* 1 when no DTYPE argument was given, or t is one of them. */
+static int dtype_wanted(kiln_dtype t, const char *const *want, int nwant) {
+    int any = 0;
+    for (int i = 0; i < nwant; i++) {
+        int is_dtype = 0;
+        for (int d = 0; d <= KILN_Q6_K; d++)
+            is_dtype |=
+                kiln_dtype_name((kiln_dtype)d) && !strcmp(want[i], kiln_dtype_name((kiln_dtype)d));
+        if (!is_dtype) continue;
+        any = 1;
+        if (kiln_dtype_name(t) && !strcmp(want[i], kiln_dtype_name(t))) return 1;
+    }
+    return !any;
+}
+
 int main(int argc, char **argv) {
     static const kiln_dtype dtypes[] = {KILN_F32,  KILN_F16,  KILN_BF16, KILN_Q8_0,
                                         KILN_Q4_0, KILN_Q4_1, KILN_Q4_K, KILN_Q6_K};
@@ -114,6 +129,9 @@ int main(int argc, char **argv) {
             want[nwant++] = argv[i];
     }
     if (reps < 1 || reps > 32) reps = 5;
+    /* $KILN_BENCH_TG_MIB: tg weight bytes (default 64; e.g. 1 to time the gemv from L2) */
+    const char *mib = getenv("KILN_BENCH_TG_MIB");
+    size_t tg_bytes = (size_t)((mib && atof(mib) > 0 ? atof(mib) : 64.0) * 1048576.0);
     const kiln_cpu_kernels *const *all;
     int n = kiln_cpu_kernels_all(&all);
     printf("%-12s %-5s %10s %10s %10s %10s\n", "variant", "dtype", "tg GB/s", "(cpu)", "pp GOP/s",
@@ -130,10 +148,10 @@ int main(int argc, char **argv) {
         }
         for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++) {
             kiln_dtype t = dtypes[d];
-            if (!kt->gemm[t]) continue;
+            if (!kt->gemm[t] || !dtype_wanted(t, want, nwant)) continue;
             size_t wb;
             double tgc, ppc;
-            int64_t k = 4096, nr = (int64_t)((64u << 20) / kiln_dtype_row_bytes(t, k));
+            int64_t k = 4096, nr = (int64_t)(tg_bytes / kiln_dtype_row_bytes(t, k));
             double tg = time_gemm(kt, t, k, nr, 1, reps, &wb, &tgc);
             double gb = (double)wb * 1e-9;
             int64_t pk = 2048, pnr = strcmp(kt->name, "scalar") ? 2048 : 256, pnt = 128;
