@@ -92,14 +92,27 @@ char *kiln_strndup(const char *s, size_t n) {
 }
 char *kiln_strdup(const char *s) { return kiln_strndup(s, strlen(s)); }
 
+/* calloc, not aligned_alloc + memset: for large blocks calloc maps fresh
+ * zero pages without touching them, so a session's arena (sized for the
+ * largest prefill and for all-row logits) costs resident memory only where
+ * a call writes. The block calloc returned is kept just before the aligned
+ * pointer. */
 void *kiln_aligned_alloc(size_t size) {
     if (inject_failure()) return NULL;
     size = kiln_align_up(size ? size : 1, 64);
-    void *p = aligned_alloc(64, size);
-    if (p) memset(p, 0, size);
-    return p;
+    if (size > SIZE_MAX - 64 - sizeof(void *)) return NULL;
+    char *raw = calloc(1, size + 64 + sizeof(void *));
+    if (!raw) return NULL;
+    uintptr_t a = ((uintptr_t)(raw + sizeof(void *)) + 63) & ~(uintptr_t)63;
+    memcpy((char *)a - sizeof(void *), &raw, sizeof raw);
+    return (void *)a;
 }
-void kiln_aligned_free(void *p) { free(p); }
+void kiln_aligned_free(void *p) {
+    if (!p) return;
+    void *raw;
+    memcpy(&raw, (char *)p - sizeof(void *), sizeof raw);
+    free(raw);
+}
 
 int kiln_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
     if (a && b > UINT64_MAX / a) return 0;
