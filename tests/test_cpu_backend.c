@@ -3,7 +3,8 @@
  * weight dtype including q4_1/q4_K/q6_K blocks, f32 and f16 caches, GQA, both
  * rope modes, logits last/all) through the backend interface, for every
  * kernel variant this CPU runs; bit-identical results for 1, 2 and 3
- * threads; whole programs compiled with --backend cpu per weight format
+ * threads; attention prefill in pieces and decode steps bit-identical to one
+ * prefill (GQA, MQA, odd head sizes); whole programs compiled with --backend cpu per weight format
  * against the same program on ref; methods in any order, any number of
  * times, from several sessions and threads; the fallback flag of a node the
  * cpu backend refuses; bad open options.
@@ -432,6 +433,159 @@ TEST(units_name_the_variant) {
     kiln_backend_cpu_impl.close(ctx);
 }
 
+/* Attention on tiles: prefill of T tokens must give, row for row, the same
+ * bits as the same tokens in pieces (decode steps, short and long prefills,
+ * pieces that start off a key-block edge), for 1 and 3 threads (the task
+ * tiling follows both T and the thread count), in every variant; and stay
+ * within 1e-5 of ref. Shapes: GQA 6 heads on 2 (hd 64: the SIMD step's
+ * 64-value slices), MQA 8 on 1 (hd 80: a slice plus 8-value ones), 4 on 4
+ * (hd 36: not a multiple of 8, the plain step). */
+static float *attn_run_pieces(void *ctx, kiln_node *n, const kiln_tensor *k, const kiln_tensor *v,
+                              const float *q, int64_t T, int32_t pos, const int *plan, int n_plan) {
+    int64_t w = (int64_t)n->iattr[KILN_ATTN_N_HEAD] * n->iattr[KILN_ATTN_HEAD_DIM];
+    float *o = calloc((size_t)(T * w), sizeof(float));
+    for (int64_t t0 = 0, i = 0; t0 < T; i++) {
+        int64_t len = plan[i % n_plan] < T - t0 ? plan[i % n_plan] : T - t0;
+        int32_t p = pos + (int32_t)t0;
+        kiln_tensor qt = tens(KILN_F32, len, w, (void *)(q + t0 * w)),
+                    pt = tens(KILN_I32, 1, 0, &p), ot = tens(KILN_F32, len, w, o + t0 * w);
+        const kiln_tensor *pin[4] = {&qt, k, v, &pt};
+        kiln_status st = kiln_backend_cpu_impl.exec(ctx, n, pin, &ot, g_scratch, sizeof g_scratch);
+        if (st) {
+            fprintf(stderr, "  attention: %s\n", kiln_last_error());
+            free(o);
+            return NULL;
+        }
+        t0 += len;
+    }
+    return o;
+}
+
+TEST(attention_prefill_in_pieces_bit_identical) {
+    static const int shapes[][3] = {{6, 2, 64}, {8, 1, 80}, {4, 4, 36}}; /* nh, nkv, hd */
+    static const int whole[] = {150}, pieces[] = {1, 7, 64, 3, 1, 74}, steps[] = {1};
+    const int *plans[] = {pieces, steps};
+    const int n_plans[] = {6, 1};
+    const int64_t S = 256, T = 150;
+    const int32_t pos = 40; /* keys 0 .. 189: three blocks, pieces off their edges */
+    const kiln_cpu_kernels *const *all;
+    int n_var = kiln_cpu_kernels_all(&all);
+    unsigned long long rs = 7;
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+        for (int f16 = 0; f16 <= 1; f16++) {
+            int nh = shapes[si][0], nkv = shapes[si][1], hd = shapes[si][2];
+            int64_t kvw = (int64_t)nkv * hd, w = (int64_t)nh * hd;
+            kiln_dtype ct = f16 ? KILN_F16 : KILN_F32;
+            size_t eb = f16 ? 2 : 4;
+            uint8_t *kc = malloc((size_t)(S * kvw) * eb), *vc = malloc((size_t)(S * kvw) * eb);
+            for (int64_t i = 0; i < S * kvw; i++) {
+                float kv = kt_randf(&rs) * 2.0f, vv = kt_randf(&rs);
+                if (f16) {
+                    ((uint16_t *)kc)[i] = kiln_f32_to_f16(kv);
+                    ((uint16_t *)vc)[i] = kiln_f32_to_f16(vv);
+                } else {
+                    ((float *)kc)[i] = kv;
+                    ((float *)vc)[i] = vv;
+                }
+            }
+            float *q = randv(&rs, T * w, 2.0f);
+            kiln_node n = {0};
+            n.op = KILN_OP_ATTENTION;
+            n.n_in = 4;
+            n.iattr[KILN_ATTN_N_HEAD] = nh;
+            n.iattr[KILN_ATTN_N_KV_HEAD] = nkv;
+            n.iattr[KILN_ATTN_HEAD_DIM] = hd;
+            n.fattr[0] = sqrtf((float)hd);
+            kiln_tensor k = tens(ct, S, kvw, kc), v = tens(ct, S, kvw, vc);
+            /* ref, for the tolerance check */
+            int32_t p0 = pos;
+            kiln_tensor qt = tens(KILN_F32, T, w, q), pt = tens(KILN_I32, 1, 0, &p0);
+            float *want = calloc((size_t)(T * w), sizeof(float));
+            kiln_tensor ot = tens(KILN_F32, T, w, want);
+            const kiln_tensor *pin[4] = {&qt, &k, &v, &pt};
+            ASSERT_OK(kiln_ref_exec(NULL, &n, pin, &ot, g_scratch, sizeof g_scratch));
+            for (int vi = 0; vi < n_var; vi++) {
+                if (!kiln_cpu_kernels_runnable(all[vi])) continue;
+                float *base = NULL;
+                for (int threads = 1; threads <= 3; threads += 2) {
+                    void *ctx = cpu_open_ctx(all[vi]->name, threads);
+                    ASSERT(ctx);
+                    float *one = attn_run_pieces(ctx, &n, &k, &v, q, T, pos, whole, 1);
+                    ASSERT(one);
+                    if (!base) {
+                        base = one;
+                        double e = rel_err(base, want, T * w);
+                        ASSERT_MSG(e <= 1e-5, "%s nh %d nkv %d hd %d %s cache: %.3g from ref",
+                                   all[vi]->name, nh, nkv, hd, f16 ? "f16" : "f32", e);
+                    } else {
+                        ASSERT_MSG(!memcmp(one, base, sizeof(float) * (size_t)(T * w)),
+                                   "%s hd %d: %d threads differ from 1", all[vi]->name, hd,
+                                   threads);
+                        free(one);
+                    }
+                    for (int pl = 0; pl < 2; pl++) {
+                        float *got =
+                            attn_run_pieces(ctx, &n, &k, &v, q, T, pos, plans[pl], n_plans[pl]);
+                        ASSERT(got);
+                        for (int64_t t = 0; t < T; t++)
+                            ASSERT_MSG(
+                                !memcmp(got + t * w, base + t * w, sizeof(float) * (size_t)w),
+                                "%s nh %d nkv %d hd %d %s cache, %d threads, plan %d: "
+                                "token %lld differs from one prefill",
+                                all[vi]->name, nh, nkv, hd, f16 ? "f16" : "f32", threads, pl,
+                                (long long)t);
+                        free(got);
+                    }
+                    kiln_backend_cpu_impl.close(ctx);
+                }
+                free(base);
+            }
+            free(want);
+            free(q);
+            free(kc);
+            free(vc);
+        }
+}
+
+/* kv_store into an f16 cache: every variant gives ref's halves bit for bit
+ * on random bit patterns (NaNs with payloads, infinities, subnormals, values
+ * that round to inf) and halfway cases, in groups of 8 and a tail. */
+TEST(kv_store_f16_exact_on_any_bits) {
+    enum { S = 8, T = 5, W = 13 };
+    unsigned long long rs = 11;
+    float *x = malloc(sizeof(float) * T * W);
+    for (int i = 0; i < T * W; i++) {
+        uint32_t u = (uint32_t)kt_rand(&rs);
+        if (i % 5 == 1) u = (u & 0x807fffffu) | 0x7f800001u;           /* NaN, payload */
+        if (i % 7 == 4) u = (u & 0x80000000u) | 0x7f800000u;           /* inf */
+        if (i % 5 == 2) u = (u & 0x80ffe000u) | 0x33000000u | 0x1000u; /* halfway, tiny */
+        if (i % 5 == 3) u = (u & 0x807fe000u) | 0x47000000u | 0x1000u; /* halfway, large */
+        memcpy(&x[i], &u, 4);
+    }
+    const kiln_cpu_kernels *const *all;
+    int n_var = kiln_cpu_kernels_all(&all);
+    int32_t pos = 2;
+    for (int vi = 0; vi < n_var; vi++) {
+        if (!kiln_cpu_kernels_runnable(all[vi])) continue;
+        void *ctx = cpu_open_ctx(all[vi]->name, 1);
+        ASSERT(ctx);
+        uint16_t want[S * W] = {0}, got[S * W] = {0};
+        kiln_node n = {0};
+        n.op = KILN_OP_KV_STORE;
+        n.n_in = 3;
+        kiln_tensor xt = tens(KILN_F32, T, W, x), pt = tens(KILN_I32, 1, 0, &pos);
+        kiln_tensor cw = tens(KILN_F16, S, W, want), cg = tens(KILN_F16, S, W, got);
+        const kiln_tensor *pw[3] = {&cw, &xt, &pt}, *pg[3] = {&cg, &xt, &pt};
+        ASSERT_OK(kiln_ref_exec(NULL, &n, pw, &cw, g_scratch, sizeof g_scratch));
+        ASSERT_OK(kiln_backend_cpu_impl.exec(ctx, &n, pg, &cg, g_scratch, sizeof g_scratch));
+        for (int i = 0; i < S * W; i++)
+            ASSERT_MSG(want[i] == got[i], "%s: value %d: 0x%04x, ref 0x%04x", all[vi]->name, i,
+                       got[i], want[i]);
+        kiln_backend_cpu_impl.close(ctx);
+    }
+    free(x);
+}
+
 /* ---- programs ------------------------------------------------------------------------ */
 
 #define VOCAB 256
@@ -721,6 +875,7 @@ TEST(bad_open_options_are_clear_errors) {
 
 TEST_MAIN(pool_runs_every_item_once, every_op_every_variant_matches_ref,
           ops_bit_identical_for_1_2_3_threads, units_name_the_variant,
+          attention_prefill_in_pieces_bit_identical, kv_store_f16_exact_on_any_bits,
           programs_match_ref_per_weight_format, any_order_any_threads_bit_identical,
           concurrent_sessions_bit_identical, refused_node_falls_back_to_ref,
           bad_open_options_are_clear_errors)

@@ -1,10 +1,10 @@
 /* cpu.c: the optimized CPU backend. Matmuls quantize their activation rows
  * into the node's scratch and run the kernel table's gemm on tiles of weight
- * rows x tokens, split over the program's thread pool; attention streams the
- * cache in key blocks with an online softmax; the other ops are plain C
- * loops. Every output element is computed whole by one thread, in an order
- * that depends neither on the thread count nor on how tokens were batched,
- * so results are bit-identical for any -t and any prefill chunking. */
+ * rows x tokens, split over the program's thread pool; attention scores
+ * tiles of query rows against blocks of cached keys with the same gemm and
+ * runs an online softmax per row; the other ops are plain C loops. Every output element is computed
+ * whole by one thread, in an order that depends neither on the thread count nor on how tokens were
+ * batched, so results are bit-identical for any -t and any prefill chunking. */
 #if defined(__linux__) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #endif
@@ -20,6 +20,10 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/pool.h"
 #include "quant/quant.h"
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
 
 /* Largest attention head the cpu kernels take (their accumulators live on
  * the stack); wider heads run on ref. */
@@ -477,7 +481,31 @@ static kiln_status check_pos(int32_t pos, int64_t T, int64_t S) {
     return KILN_OK;
 }
 
-static kiln_status k_kv_store(const kiln_tensor *const *in, kiln_tensor *out) {
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+/* dst[i] = kiln_f32_to_f16(src[i]) with F16C (round to nearest even, as
+ * kiln_f32_to_f16); a group of 8 holding a NaN goes through
+ * kiln_f32_to_f16, which drops NaN payloads. */
+__attribute__((target("avx2,f16c"))) static void kv_f16_x86(const float *src, uint16_t *dst,
+                                                            int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(src + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q))) {
+            for (int l = 0; l < 8; l++)
+                dst[i + l] = kiln_f32_to_f16(src[i + l]);
+            continue;
+        }
+        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++)
+        dst[i] = kiln_f32_to_f16(src[i]);
+}
+#define KV_F16_X86 1
+#else
+#define KV_F16_X86 0
+#endif
+
+static kiln_status k_kv_store(const cpu_ctx *cc, const kiln_tensor *const *in, kiln_tensor *out) {
     const kiln_tensor *c = in[0], *x = in[1];
     int32_t pos = *(const int32_t *)in[2]->data;
     kiln_status st = check_pos(pos, x->ne[0], c->ne[0]);
@@ -488,6 +516,14 @@ static kiln_status k_kv_store(const kiln_tensor *const *in, kiln_tensor *out) {
     const float *src = x->data;
     if (c->dtype == KILN_F16) {
         uint16_t *dst = (uint16_t *)c->data + (int64_t)pos * c->ne[1];
+#if KV_F16_X86
+        if (strncmp(cc->k->name, "avx", 3) == 0) { /* x86 SIMD tables: F16C is there */
+            kv_f16_x86(src, dst, n);
+            return KILN_OK;
+        }
+#else
+        (void)cc;
+#endif
         for (int64_t i = 0; i < n; i++)
             dst[i] = kiln_f32_to_f16(src[i]);
     } else {
@@ -496,77 +532,300 @@ static kiln_status k_kv_store(const kiln_tensor *const *in, kiln_tensor *out) {
     return KILN_OK;
 }
 
+/* Attention works on tiles: one task takes a KV head, some of the query
+ * heads of its group and a run of query tokens, and walks the cache in
+ * blocks of ATTN_BLOCK keys. Each block's scores for all the task's rows
+ * come from the kernel table's gemm (the K block is a matrix of f16 or f32
+ * "weight" rows, kvw values apart), while the block is hot in L1 for every
+ * row; each row then does its own online-softmax step (running max and sum,
+ * weighted values accumulated key by key: attn_step, or attn_step_avx2 on
+ * x86 SIMD tables, chosen by table and hd only). The gemm computes every
+ * output the same way whatever tile it falls in (kernels.h), key blocks
+ * start at absolute multiples of ATTN_BLOCK, and the per-row step reads
+ * only its own row, so a row's result depends neither on which rows share
+ * its task nor on the thread count: decode (T = 1) runs the same code on
+ * tasks of one row. */
 typedef struct attn_job {
     const cpu_ctx *c;
-    const float *q;
-    const void *kc, *vc; /* [S, nkv * hd], f32 or f16 */
-    int k_f16, v_f16;
-    float *o;
+    kiln_cpu_gemm_fn score; /* gemm for the cache's dtype: K rows x query rows */
+    const float *q;         /* [T, nh * hd] */
+    const void *kc, *vc;    /* [S, nkv * hd], f32 or f16 */
+    int v_f16;
+    int simd;     /* attn_step_avx2 instead of attn_step */
+    size_t k_esz; /* bytes of one K value */
+    float *o;     /* [T, nh * hd] */
     int64_t T, pos, kvw;
     int nh, nkv, hd;
+    int hq, tq;     /* query heads (of one group) x tokens per task */
+    int n_hc, n_tc; /* head chunks per group, token chunks */
     float div;
     atomic_int next;
 } attn_job;
 
-/* One (token, head): scores in blocks of ATTN_BLOCK keys, a running max and
- * sum (online softmax), the weighted values accumulated on the fly. */
-static void attn_row(const attn_job *j, int64_t t, int h) {
+/* Rows (token x head) of one task, and its cap on rows x head_dim: the
+ * task's scores and accumulators live on the stack (pool threads have 1
+ * MiB). */
+#define ATTN_ROWS 64
+#define ATTN_ACC 8192
+
+/* One row's online-softmax step over a block of nb keys starting at s0:
+ * sc holds the row's raw dot products. */
+static void attn_step(const attn_job *j, float *sc, int nb, int64_t s0, int64_t kvo, float *mx,
+                      float *sum, float *acc) {
     const cpu_ctx *c = j->c;
     int hd = j->hd;
-    const float *qh = j->q + (t * j->nh + h) * hd;
-    int64_t kvo = (int64_t)(h / (j->nh / j->nkv)) * hd, n_keys = j->pos + t + 1;
-    float acc[ATTN_MAX_HD], sc[ATTN_BLOCK], mx = -INFINITY, sum = 0.0f;
-    memset(acc, 0, (size_t)hd * sizeof(float));
-    for (int64_t s0 = 0; s0 < n_keys; s0 += ATTN_BLOCK) {
-        int nb = n_keys - s0 < ATTN_BLOCK ? (int)(n_keys - s0) : ATTN_BLOCK;
-        float bm = -INFINITY;
-        for (int i = 0; i < nb; i++) {
-            int64_t off = (s0 + i) * j->kvw + kvo;
-            float d = j->k_f16 ? c->dot_f16(qh, (const uint16_t *)j->kc + off, hd)
-                               : c->dot_f32(qh, (const float *)j->kc + off, hd);
-            sc[i] = d / j->div;
-            if (sc[i] > bm) bm = sc[i];
-        }
-        if (bm > mx) {
-            if (mx != -INFINITY) {
-                float r = expf(mx - bm);
-                sum *= r;
-                for (int i = 0; i < hd; i++)
-                    acc[i] *= r;
-            }
-            mx = bm;
-        }
-        for (int i = 0; i < nb; i++) {
-            int64_t off = (s0 + i) * j->kvw + kvo;
-            float p = expf(sc[i] - mx);
-            sum += p;
-            if (j->v_f16)
-                c->axpy_f16(p, (const uint16_t *)j->vc + off, acc, hd);
-            else
-                c->axpy_f32(p, (const float *)j->vc + off, acc, hd);
-        }
+    float bm = -INFINITY;
+    for (int i = 0; i < nb; i++) {
+        sc[i] = sc[i] / j->div;
+        if (sc[i] > bm) bm = sc[i];
     }
-    float inv = 1.0f / sum, *oh = j->o + (t * j->nh + h) * hd;
-    for (int i = 0; i < hd; i++)
-        oh[i] = acc[i] * inv;
+    if (bm > *mx) {
+        if (*mx != -INFINITY) {
+            float r = expf(*mx - bm);
+            *sum *= r;
+            for (int i = 0; i < hd; i++)
+                acc[i] *= r;
+        }
+        *mx = bm;
+    }
+    float m = *mx, s = *sum;
+    for (int i = 0; i < nb; i++) {
+        int64_t off = (s0 + i) * j->kvw + kvo;
+        float p = expf(sc[i] - m);
+        s += p;
+        if (j->v_f16)
+            c->axpy_f16(p, (const uint16_t *)j->vc + off, acc, hd);
+        else
+            c->axpy_f32(p, (const float *)j->vc + off, acc, hd);
+    }
+    *sum = s;
+}
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+/* The same step on AVX2 + FMA + F16C, used when the kernel table is an x86
+ * SIMD one (so the CPU has them) and hd is a multiple of 8, for decode and
+ * prefill alike: probabilities 8 keys at a time (attn_exp8), their block sum
+ * in 8 lanes (key i in lane i % 8), and each 64-value slice of the row's
+ * accumulator held in registers across the block's keys, one FMA per key and
+ * value in key order (what axpy does, without reloading the row). */
+#define ATTN_SIMD 1
+/* Widest head whose f16 V block attn_tile converts to f32 once (32 KiB of
+ * stack); wider heads convert as they go. */
+#define ATTN_VF_HD 128
+#define ATTN_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+/* e^x, 8 lanes: Cephes' expf (range reduction by ln 2 in two parts, degree
+ * 5 polynomial). Measured over every float in [-87.2, 0]: within 1 ulp of
+ * glibc's expf, equal to it for 99.2% of inputs. x below -87.3 gives 0
+ * instead of a subnormal; NaN stays NaN. */
+ATTN_AVX2 static __m256 attn_exp8(__m256 x) {
+    __m256 lo = _mm256_set1_ps(-87.3f);
+    __m256 tiny = _mm256_cmp_ps(x, lo, _CMP_LT_OQ), nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    y = _mm256_andnot_ps(tiny, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
+    return _mm256_blendv_ps(y, _mm256_add_ps(x, x), nan);
+}
+
+/* acc[0 .. 8W) += sum over keys k < nb of p[k] * v[k * vs ..], key by key. */
+#define ATTN_PV(W)                                                                                 \
+    ATTN_AVX2 static void attn_pv##W(int f16, const void *v, int64_t vs, const float *p, int nb,   \
+                                     float *acc) {                                                 \
+        __m256 a[W];                                                                               \
+        for (int w = 0; w < W; w++)                                                                \
+            a[w] = _mm256_loadu_ps(acc + 8 * w);                                                   \
+        for (int k = 0; k < nb; k++) {                                                             \
+            __m256 pk = _mm256_set1_ps(p[k]);                                                      \
+            if (f16) {                                                                             \
+                const uint16_t *vk = (const uint16_t *)v + k * vs;                                 \
+                for (int w = 0; w < W; w++)                                                        \
+                    a[w] = _mm256_fmadd_ps(                                                        \
+                        pk, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vk + 8 * w))),       \
+                        a[w]);                                                                     \
+            } else {                                                                               \
+                const float *vk = (const float *)v + k * vs;                                       \
+                for (int w = 0; w < W; w++)                                                        \
+                    a[w] = _mm256_fmadd_ps(pk, _mm256_loadu_ps(vk + 8 * w), a[w]);                 \
+            }                                                                                      \
+        }                                                                                          \
+        for (int w = 0; w < W; w++)                                                                \
+            _mm256_storeu_ps(acc + 8 * w, a[w]);                                                   \
+    }
+ATTN_PV(8)
+ATTN_PV(1)
+
+/* vb: the block's first V row (f16 when vf16, else f32), rows vs values
+ * apart. */
+ATTN_AVX2 static void attn_step_avx2(const attn_job *j, float *sc, int nb, const void *vb,
+                                     int64_t vs, int vf16, float *mx, float *sum, float *acc) {
+    int hd = j->hd;
+    /* Scores / div (IEEE division, lane by lane: the plain step's values);
+     * keys past nb become -inf. The block max ignores NaN like the plain
+     * step (max_ps returns its second operand when either is NaN). */
+    __m256 dv = _mm256_set1_ps(j->div), bm8 = _mm256_set1_ps(-INFINITY);
+    for (int i = 0; i < nb; i += 8) {
+        __m256 x;
+        if (i + 8 <= nb) {
+            x = _mm256_div_ps(_mm256_loadu_ps(sc + i), dv);
+        } else {
+            float t[8];
+            for (int l = 0; l < 8; l++)
+                t[l] = i + l < nb ? sc[i + l] : 0.0f;
+            __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(nb - i),
+                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            x = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_div_ps(_mm256_loadu_ps(t), dv),
+                                 _mm256_castsi256_ps(live));
+        }
+        _mm256_storeu_ps(sc + i, x);
+        bm8 = _mm256_max_ps(x, bm8);
+    }
+    __m128 b4 = _mm_max_ps(_mm256_castps256_ps128(bm8), _mm256_extractf128_ps(bm8, 1));
+    b4 = _mm_max_ps(b4, _mm_movehl_ps(b4, b4));
+    b4 = _mm_max_ss(b4, _mm_movehdup_ps(b4));
+    float bm = _mm_cvtss_f32(b4);
+    if (bm > *mx) {
+        if (*mx != -INFINITY) {
+            float r = _mm256_cvtss_f32(attn_exp8(_mm256_set1_ps(*mx - bm)));
+            *sum *= r;
+            for (int i = 0; i < hd; i++)
+                acc[i] *= r;
+        }
+        *mx = bm;
+    }
+    float p[ATTN_BLOCK];
+    __m256 m = _mm256_set1_ps(*mx), s8 = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i += 8) {
+        __m256 e = attn_exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + i), m)); /* past nb: e^-inf = 0 */
+        _mm256_storeu_ps(p + i, e);
+        s8 = _mm256_add_ps(s8, e);
+    }
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    *sum += _mm_cvtss_f32(h);
+    size_t esz = vf16 ? sizeof(uint16_t) : sizeof(float);
+    int d = 0;
+    for (; d + 64 <= hd; d += 64)
+        attn_pv8(vf16, (const uint8_t *)vb + (size_t)d * esz, vs, p, nb, acc + d);
+    for (; d < hd; d += 8)
+        attn_pv1(vf16, (const uint8_t *)vb + (size_t)d * esz, vs, p, nb, acc + d);
+}
+/* The f16 V rows [n, hd] at v (rows vs values apart) as f32 rows of hd:
+ * exact, done once per block for all the task's rows. */
+ATTN_AVX2 static void attn_v_f32(const uint16_t *v, int64_t vs, int n, int hd, float *dst) {
+    for (int k = 0; k < n; k++)
+        for (int d = 0; d < hd; d += 8)
+            _mm256_storeu_ps(dst + (int64_t)k * hd + d,
+                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + k * vs + d))));
+}
+#else
+#define ATTN_SIMD 0
+#endif
+
+/* Query heads h0 .. h0 + nhq - 1 (all of KV head g's group) x tokens
+ * t0 .. t0 + ntq - 1; row hi * ntq + ti. */
+static void attn_tile(const attn_job *j, int g, int h0, int nhq, int64_t t0, int ntq) {
+    int hd = j->hd, n_rows = nhq * ntq;
+    int64_t kvo = (int64_t)g * hd, n_keys = j->pos + t0 + ntq; /* the last token's */
+    size_t ws = (size_t)j->kvw * j->k_esz, qs = (size_t)j->nh * (size_t)hd * sizeof(float);
+    float acc[ATTN_ACC], sc[ATTN_ROWS * ATTN_BLOCK], mx[ATTN_ROWS], sum[ATTN_ROWS];
+#if ATTN_SIMD
+    float vbuf[ATTN_BLOCK * ATTN_VF_HD];
+#endif
+    memset(acc, 0, (size_t)n_rows * (size_t)hd * sizeof(float));
+    for (int r = 0; r < n_rows; r++) {
+        mx[r] = -INFINITY;
+        sum[r] = 0.0f;
+    }
+    for (int64_t s0 = 0; s0 < n_keys; s0 += ATTN_BLOCK) {
+        int nk = n_keys - s0 < ATTN_BLOCK ? (int)(n_keys - s0) : ATTN_BLOCK;
+        /* Tokens before ti0 see none of this block (token t sees keys up to
+         * pos + t); keys past a row's last are scored but not used. */
+        int ti0 = s0 - j->pos > t0 ? (int)(s0 - j->pos - t0) : 0, nt = ntq - ti0;
+        const uint8_t *kb = (const uint8_t *)j->kc + (size_t)(s0 * j->kvw + kvo) * j->k_esz;
+        const float *qb = j->q + ((t0 + ti0) * j->nh + h0) * hd;
+        if (nt >= nhq) /* per head, its tokens as the activation rows */
+            for (int hi = 0; hi < nhq; hi++)
+                j->score(hd, kb, ws, nk, qb + (int64_t)hi * hd, qs, nt,
+                         sc + (hi * ntq + ti0) * ATTN_BLOCK, ATTN_BLOCK);
+        else /* per token, its heads as the activation rows */
+            for (int ti = 0; ti < nt; ti++)
+                j->score(hd, kb, ws, nk, qb + (int64_t)ti * j->nh * hd, (size_t)hd * sizeof(float),
+                         nhq, sc + (ti0 + ti) * ATTN_BLOCK, (int64_t)ntq * ATTN_BLOCK);
+#if ATTN_SIMD
+        /* An f16 V block several rows will read: converted once. */
+        const void *vb = (const uint8_t *)j->vc + (size_t)(s0 * j->kvw + kvo) *
+                                                      (j->v_f16 ? sizeof(uint16_t) : sizeof(float));
+        float *vf = NULL;
+        if (j->simd && j->v_f16 && hd <= ATTN_VF_HD && nhq * nt > 1) {
+            attn_v_f32(vb, j->kvw, nk, hd, vbuf);
+            vf = vbuf;
+        }
+#endif
+        for (int hi = 0; hi < nhq; hi++)
+            for (int ti = ti0; ti < ntq; ti++) {
+                int r = hi * ntq + ti;
+                int64_t nb = j->pos + t0 + ti + 1 - s0;
+                int n = nb < ATTN_BLOCK ? (int)nb : ATTN_BLOCK;
+#if ATTN_SIMD
+                if (j->simd) {
+                    attn_step_avx2(j, sc + r * ATTN_BLOCK, n, vf ? (const void *)vf : vb,
+                                   vf ? hd : j->kvw, j->v_f16 && !vf, &mx[r], &sum[r],
+                                   acc + (int64_t)r * hd);
+                    continue;
+                }
+#endif
+                attn_step(j, sc + r * ATTN_BLOCK, n, s0, kvo, &mx[r], &sum[r],
+                          acc + (int64_t)r * hd);
+            }
+    }
+    for (int hi = 0; hi < nhq; hi++)
+        for (int ti = 0; ti < ntq; ti++) {
+            int r = hi * ntq + ti;
+            float inv = 1.0f / sum[r], *a = acc + (int64_t)r * hd;
+            float *oh = j->o + ((t0 + ti) * j->nh + h0 + hi) * hd;
+            for (int i = 0; i < hd; i++)
+                oh[i] = a[i] * inv;
+        }
 }
 
 static void attn_run(void *arg, int ith, int nth) {
     attn_job *j = arg;
-    int n_tasks = (int)j->T * j->nh;
+    int per_tc = j->nkv * j->n_hc, n_tasks = j->n_tc * per_tc, gq = j->nh / j->nkv;
     for (;;) {
         int i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (i >= n_tasks) break;
         /* Latest tokens (most keys) first, for balance. */
-        attn_row(j, j->T - 1 - i / j->nh, i % j->nh);
+        int tc = j->n_tc - 1 - i / per_tc, g = i % per_tc / j->n_hc, hc = i % j->n_hc;
+        int h0 = g * gq + hc * j->hq, nhq = gq - hc * j->hq < j->hq ? gq - hc * j->hq : j->hq;
+        int64_t t0 = (int64_t)tc * j->tq;
+        int ntq = j->T - t0 < j->tq ? (int)(j->T - t0) : j->tq;
+        attn_tile(j, g, h0, nhq, t0, ntq);
     }
 }
 
 static kiln_status k_attention(const cpu_ctx *c, const kiln_node *n, const kiln_tensor *const *in,
                                kiln_tensor *out) {
     attn_job j = {.c = c, .q = in[0]->data, .kc = in[1]->data, .vc = in[2]->data, .o = out->data};
-    j.k_f16 = in[1]->dtype == KILN_F16;
+    int k_f16 = in[1]->dtype == KILN_F16;
+    j.score = c->gemm[k_f16 ? KILN_F16 : KILN_F32];
+    j.k_esz = k_f16 ? sizeof(uint16_t) : sizeof(float);
     j.v_f16 = in[2]->dtype == KILN_F16;
+    j.hd = n->iattr[KILN_ATTN_HEAD_DIM];
+    /* x86 SIMD tables run only where AVX2, FMA and F16C are. */
+    j.simd = ATTN_SIMD && j.hd % 8 == 0 && strncmp(c->k->name, "avx", 3) == 0;
     j.T = in[0]->ne[0];
     j.pos = *(const int32_t *)in[3]->data;
     j.nh = n->iattr[KILN_ATTN_N_HEAD];
@@ -576,6 +835,10 @@ static kiln_status k_attention(const cpu_ctx *c, const kiln_node *n, const kiln_
     j.div = n->fattr[0];
     kiln_status st = check_pos((int32_t)j.pos, j.T, in[1]->ne[0]);
     if (st) return st;
+    if (j.hd <= 0 || j.nkv <= 0 || j.nh <= 0 || j.nh % j.nkv)
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "cpu attention: %d heads on %d KV heads of %d values is no GQA shape",
+                          j.nh, j.nkv, j.hd);
     if (j.hd > ATTN_MAX_HD)
         return kiln_error(KILN_ERR_UNSUPPORTED,
                           "cpu attention takes heads of up to %d values, not %d", ATTN_MAX_HD,
@@ -583,6 +846,19 @@ static kiln_status k_attention(const cpu_ctx *c, const kiln_node *n, const kiln_
     if (j.T * j.nh > 0x7fffffff)
         return kiln_error(KILN_ERR_UNSUPPORTED, "cpu attention: %lld tokens x %d heads is too many",
                           (long long)j.T, j.nh);
+    if (!j.score) return kiln_error(KILN_ERR_BACKEND, "cpu attention: no gemm for the cache dtype");
+    /* Tasks: a few tokens take one head each (decode keeps a task per head);
+     * longer runs take a group's heads x as many tokens as ATTN_ROWS allows,
+     * halved while there are too few tasks to balance the threads. */
+    int gq = j.nh / j.nkv, max_rows = ATTN_ACC / j.hd < ATTN_ROWS ? ATTN_ACC / j.hd : ATTN_ROWS;
+    j.hq = j.T < 4 ? 1 : gq < max_rows ? gq : max_rows;
+    j.tq = j.T < max_rows / j.hq ? (int)j.T : max_rows / j.hq;
+    j.n_hc = (gq + j.hq - 1) / j.hq;
+    for (;;) {
+        j.n_tc = (int)((j.T + j.tq - 1) / j.tq);
+        if (j.tq <= 4 || (int64_t)j.n_tc * j.nkv * j.n_hc >= 4 * (int64_t)c->n_threads) break;
+        j.tq = (j.tq + 1) / 2;
+    }
     atomic_init(&j.next, 0);
     double keys = (double)j.T * (double)(j.pos + j.T);
     run(c, attn_run, &j, 2.0 * keys * (double)j.nh * (double)j.hd);
@@ -624,7 +900,7 @@ static kiln_status cpu_exec(void *ctx, const kiln_node *n, const kiln_tensor *co
     case KILN_OP_ROPE:
         return k_rope(c, node_rope(c, n), n, in, out);
     case KILN_OP_KV_STORE:
-        return k_kv_store(in, out);
+        return k_kv_store(c, in, out);
     case KILN_OP_ATTENTION:
         return k_attention(c, n, in, out);
     case KILN_OP_COUNT:
@@ -780,9 +1056,11 @@ static void name_units(cpu_ctx *c) {
             snprintf(c->unit_mm[t], sizeof c->unit_mm[t], "%s %s x %s", var, dt, act_name(act));
     }
     const char *f32 = c->k->dot_f32 ? c->k->name : s->dot_f32 ? s->name : "portable";
-    const char *f16 = c->k->dot_f16 ? c->k->name : s->dot_f16 ? s->name : "portable";
-    snprintf(c->unit_attn[0], sizeof c->unit_attn[0], "%s f32 attention", f32);
-    snprintf(c->unit_attn[1], sizeof c->unit_attn[1], "%s f16-cache attention", f16);
+    /* Attention's scores come from the gemm (scalar's when the table lacks it). */
+    const char *a32 = c->k->gemm[KILN_F32] ? c->k->name : s->name;
+    const char *a16 = c->k->gemm[KILN_F16] ? c->k->name : s->name;
+    snprintf(c->unit_attn[0], sizeof c->unit_attn[0], "%s f32 attention", a32);
+    snprintf(c->unit_attn[1], sizeof c->unit_attn[1], "%s f16-cache attention", a16);
     snprintf(c->unit_vec, sizeof c->unit_vec, "%s f32", f32);
 }
 
