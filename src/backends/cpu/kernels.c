@@ -7,6 +7,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #define KILN_X86 1
+#include <cpuid.h>
 #elif defined(__aarch64__)
 #define KILN_ARM64 1
 #if defined(__linux__)
@@ -54,17 +55,40 @@ int kiln_cpu_kernels_all(const kiln_cpu_kernels *const **out) {
     return (int)(sizeof g_tables / sizeof *g_tables);
 }
 
+#if KILN_X86
+/* x86 features from CPUID, with the OS's consent (XGETBV) for the AVX and
+ * AVX-512 register state. Done by hand rather than with
+ * __builtin_cpu_supports, whose feature names differ between gcc and clang
+ * (clang 14 has no "f16c"). */
+enum { X86_AVX2 = 1, X86_AVX512 = 2, X86_VNNI = 4 };
+
+static int x86_features(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
+    if (!osxsave || !avx) return 0;
+    unsigned xlo, xhi;
+    __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    int ymm_ok = (xlo & 0x6) == 0x6;            /* XMM and YMM state */
+    int zmm_ok = ymm_ok && (xlo & 0xe0) == 0xe0; /* opmask, ZMM_Hi256, Hi16_ZMM */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    int avx2 = (b >> 5) & 1, avx512f = (b >> 16) & 1, avx512dq = (b >> 17) & 1;
+    int avx512bw = (b >> 30) & 1, avx512vl = (b >> 31) & 1, vnni = (c >> 11) & 1;
+    int f = 0;
+    if (ymm_ok && avx2 && fma && f16c) f |= X86_AVX2;
+    if ((f & X86_AVX2) && zmm_ok && avx512f && avx512dq && avx512bw && avx512vl) f |= X86_AVX512;
+    if ((f & X86_AVX512) && vnni) f |= X86_VNNI;
+    return f;
+}
+#endif
+
 int kiln_cpu_kernels_runnable(const kiln_cpu_kernels *k) {
     if (k == &kiln_cpu_kernels_scalar) return 1;
 #if KILN_X86
-    __builtin_cpu_init();
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
-    int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-    if (k == &kiln_cpu_kernels_avx2) return avx2;
-    if (k == &kiln_cpu_kernels_avx512) return avx512;
-    if (k == &kiln_cpu_kernels_avx512_vnni) return avx512 && __builtin_cpu_supports("avx512vnni");
+    int f = x86_features();
+    if (k == &kiln_cpu_kernels_avx2) return (f & X86_AVX2) != 0;
+    if (k == &kiln_cpu_kernels_avx512) return (f & X86_AVX512) != 0;
+    if (k == &kiln_cpu_kernels_avx512_vnni) return (f & X86_VNNI) != 0;
 #elif KILN_ARM64
     if (k == &kiln_cpu_kernels_neon) return 1; /* Advanced SIMD is part of ARMv8-A */
 #if defined(__linux__)
