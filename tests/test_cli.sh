@@ -30,7 +30,7 @@ expect() {
 "$FIX" "$WORK" 5 || { echo "make_fixture failed"; exit 1; }
 M=$WORK/model.bin T=$WORK/tok.bin P=$WORK/m.kiln
 
-expect version 0 "(program format 2)" -- "$KILN" --version
+expect version 0 "(program format 3)" -- "$KILN" --version
 expect no_args 2 "usage: kiln" -- "$KILN"
 expect unknown_command 2 "unknown command 'frobnicate'" -- "$KILN" frobnicate
 for c in compile info generate chat; do
@@ -67,6 +67,11 @@ fi
 expect compile_quant_bad 2 "--quant must be keep" -- "$KILN" compile "$M" -o "$WORK/q.kiln" --quant q5_0
 expect compile_quant_rows 1 "tensor 'blk.0.ffn_down.weight' [32, 48]: rows of 48 are not whole q4_0 blocks of 32" -- "$KILN" compile "$M" -o "$WORK/q.kiln" --quant q4_0
 expect compile_quant_fallback 0 "converted 13 weight tensors" -- "$KILN" compile "$M" --tokenizer "$T" -o "$WORK/q.kiln" --quant q4_0 --quant-fallback
+# q4_0 weights that run on cpu are packed (q4_0x8) unless --no-pack; the
+# embedding (rows not a multiple of 8) stays q4_0.
+expect info_quant_packed 0 "q4_0x8    12 tensors" -- "$KILN" info "$WORK/q.kiln"
+expect info_quant_unpacked_rest 0 "q4_0      1 tensors" -- "$KILN" info "$WORK/q.kiln"
+expect compile_no_pack 0 "converted 13 weight tensors" -- "$KILN" compile "$M" --tokenizer "$T" -o "$WORK/q.kiln" --quant q4_0 --quant-fallback --no-pack
 expect info_quant_dtypes 0 "q4_0     13 tensors" -- "$KILN" info "$WORK/q.kiln"
 
 # The test backend told to refuse ops: those nodes run on ref, marked fallback.

@@ -105,6 +105,12 @@ static kiln_tensor tens(kiln_dtype t, int64_t a, int64_t b, void *data) {
  * with sane scales. */
 static void *rand_weight(unsigned long long *rs, kiln_dtype t, int64_t N, int64_t K) {
     size_t rb = kiln_dtype_row_bytes(t, K);
+    if (t == KILN_Q4_0_X8) { /* q4_0 rows, packed */
+        uint8_t *plain = rand_weight(rs, KILN_Q4_0, N, K), *w = malloc(rb * (size_t)N);
+        (void)kiln_pack_rows(t, plain, rb, N, K, w, rb);
+        free(plain);
+        return w;
+    }
     uint8_t *w = malloc(rb * (size_t)N);
     float *row = randv(rs, K, 1.0f);
     for (int64_t r = 0; r < N; r++) {
@@ -222,13 +228,14 @@ static op_case *add_case(int op, const char *what, double tol) {
 static void build_cases(void) {
     if (g_ncases) return;
     unsigned long long rs = 7;
-    static const kiln_dtype wts[] = {KILN_F32,  KILN_F16,  KILN_BF16, KILN_Q8_0,
-                                     KILN_Q4_0, KILN_Q4_1, KILN_Q4_K, KILN_Q6_K};
-    static const char *mm_names[] = {"matmul f32",  "matmul f16",  "matmul bf16", "matmul q8_0",
-                                     "matmul q4_0", "matmul q4_1", "matmul q4_K", "matmul q6_K"};
+    static const kiln_dtype wts[] = {KILN_F32,  KILN_F16,  KILN_BF16, KILN_Q8_0,   KILN_Q4_0,
+                                     KILN_Q4_1, KILN_Q4_K, KILN_Q6_K, KILN_Q4_0_X8};
+    static const char *mm_names[] = {"matmul f32",  "matmul f16",  "matmul bf16",
+                                     "matmul q8_0", "matmul q4_0", "matmul q4_1",
+                                     "matmul q4_K", "matmul q6_K", "matmul q4_0x8"};
     static const char *gr_names[] = {"get_rows f32",  "get_rows f16",  "get_rows bf16",
                                      "get_rows q8_0", "get_rows q4_0", "get_rows q4_1",
-                                     "get_rows q4_K", "get_rows q6_K"};
+                                     "get_rows q4_K", "get_rows q6_K", "get_rows q4_0x8"};
     for (size_t k = 0; k < sizeof wts / sizeof *wts; k++) {
         kiln_dtype t = wts[k];
         int quant = kiln_dtype_block(t) > 1;
@@ -725,6 +732,13 @@ TEST(programs_match_ref_per_weight_format) {
             printf("  %s weights, %s cache: cpu vs ref relative error %.3g (bound %g)\n",
                    cases[k].quant ? cases[k].quant : "f32", kvt, e, tol);
             ASSERT_MSG(e <= tol, "%s: %.3g", cases[k].quant ? cases[k].quant : "f32", e);
+            /* q4_0 on cpu: the compiler packed the weights (q4_0x8) */
+            if (cases[k].quant && !strcmp(cases[k].quant, "q4_0")) {
+                int packed = 0;
+                for (int i = 0; i < gc.p->mod.n_consts; i++)
+                    packed += gc.p->mod.consts[i].dtype == KILN_Q4_0_X8;
+                ASSERT_MSG(packed > 0, "no weight of the cpu q4_0 program is packed");
+            }
             /* Every node of this model runs on cpu: none falls back. */
             for (int m = 0; m < kiln_program_method_count(gc.p); m++)
                 for (int i = 0; i < gc.p->mod.methods[m].n_nodes; i++) {

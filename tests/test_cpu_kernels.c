@@ -19,8 +19,8 @@
 #include "harness.h"
 #include "quant/quant.h"
 
-static const kiln_dtype k_dtypes[] = {KILN_F32,  KILN_F16,  KILN_BF16, KILN_Q8_0,
-                                      KILN_Q4_0, KILN_Q4_1, KILN_Q4_K, KILN_Q6_K};
+static const kiln_dtype k_dtypes[] = {KILN_F32,  KILN_F16,  KILN_BF16, KILN_Q8_0,   KILN_Q4_0,
+                                      KILN_Q4_1, KILN_Q4_K, KILN_Q6_K, KILN_Q4_0_X8};
 #define N_DTYPES (int)(sizeof k_dtypes / sizeof *k_dtypes)
 
 /* The tables this CPU runs, best first (scalar last); prints the skipped
@@ -101,6 +101,13 @@ static void rand_values(float *x, int64_t n, unsigned long long *s) {
  * are random bytes with small random f16 scales. */
 static void make_weights(kiln_dtype t, int64_t nr, int64_t k, uint8_t *w, size_t ws,
                          unsigned long long *s) {
+    if (kiln_dtype_packed(KILN_Q4_0) == t) { /* q4_0 rows, packed */
+        uint8_t *plain = malloc(ws * (size_t)nr);
+        make_weights(KILN_Q4_0, nr, k, plain, ws, s);
+        (void)kiln_pack_rows(t, plain, ws, nr, k, w, ws);
+        free(plain);
+        return;
+    }
     float *x = malloc((size_t)k * sizeof *x);
     size_t rb = kiln_dtype_row_bytes(t, k);
     for (int64_t r = 0; r < nr; r++) {
@@ -168,6 +175,7 @@ static void problem_make(problem *p, const kiln_cpu_kernels *kt, kiln_dtype t, i
                          int64_t nr, int64_t nt, unsigned long long *s) {
     p->t = t;
     p->act = kiln_cpu_act_format(t);
+    nr = (nr + kiln_dtype_row_group(t) - 1) / kiln_dtype_row_group(t) * kiln_dtype_row_group(t);
     p->k = k, p->nr = nr, p->nt = nt;
     p->ws = kiln_dtype_row_bytes(t, k) + 6; /* unaligned rows */
     p->w = malloc(p->ws * (size_t)nr);
@@ -211,7 +219,7 @@ static const char *check_gemm(const kiln_cpu_kernels *kt, const problem *p, char
         act_values(p->act, p->a + t * p->as, p->k, av + t * p->k);
     const char *bad = NULL;
     for (int64_t r = 0; r < p->nr && !bad; r++) {
-        (void)kiln_dequant_row(p->t, p->w + r * p->ws, wf, p->k);
+        (void)kiln_weight_dequant(p->t, p->w, p->ws, r, 0, p->k, wf);
         for (int64_t t = 0; t < p->nt && !bad; t++) {
             double sum = 0, mag = 0;
             for (int64_t i = 0; i < p->k; i++) {
@@ -289,7 +297,13 @@ TEST(gemm_extreme_codes) {
             kiln_dtype t = k_dtypes[d];
             problem p;
             problem_make(&p, ks[v], t, 512, 5, 5, &s);
-            for (int64_t r = 0; r < p.nr; r++) {
+            if (t == KILN_Q4_0_X8) /* rows alternately all 15 and all 0 */
+                for (int64_t g = 0; g < p.nr / 8; g++)
+                    for (int64_t b = 0; b < 16; b++)
+                        for (int m = 0; m < 4; m++)
+                            for (int j = 0; j < 8; j++)
+                                memset(p.w + g * 8 * p.ws + 144 * b + 16 + 32 * m + 4 * j, j % 2 ? 0xFF : 0, 4);
+            for (int64_t r = 0; r < p.nr && t != KILN_Q4_0_X8; r++) {
                 uint8_t *w = p.w + r * p.ws;
                 for (int64_t b = 0; b < (t == KILN_Q4_K || t == KILN_Q6_K ? 2 : 16); b++) {
                     if (t == KILN_Q8_0)
@@ -334,15 +348,17 @@ TEST(gemm_tile_independent) {
             kiln_dtype t = k_dtypes[d];
             int64_t blk = kiln_dtype_block(t);
             int64_t k = blk == 1 ? 259 : blk == 32 ? 320 : 512, nr = 19, nt = 13;
+            const int64_t G = kiln_dtype_row_group(t); /* rows go in whole groups */
             problem p;
             problem_make(&p, ks[v], t, k, nr, nt, &s);
+            nr = p.nr;
             float *full = malloc((size_t)(nr * nt) * sizeof *full),
                   *part = malloc((size_t)(nr * nt) * sizeof *part);
             ks[v]->gemm[t](k, p.w, p.ws, nr, p.a, p.as, nt, full, nr);
-            /* every pair alone */
+            /* every pair (row group) alone */
             for (int64_t tt = 0; tt < nt; tt++)
-                for (int64_t r = 0; r < nr; r++)
-                    ks[v]->gemm[t](k, p.w + r * p.ws, p.ws, 1, p.a + tt * p.as, p.as, 1,
+                for (int64_t r = 0; r < nr; r += G)
+                    ks[v]->gemm[t](k, p.w + r * p.ws, p.ws, G, p.a + tt * p.as, p.as, 1,
                                    part + tt * nr + r, nr);
             int same1 = memcmp(full, part, (size_t)(nr * nt) * sizeof *full) == 0;
             /* each activation row alone (the token-generation path) */
@@ -355,7 +371,7 @@ TEST(gemm_tile_independent) {
                 memset(part, 0, (size_t)(nr * nt) * sizeof *part);
                 int64_t r0 = 0;
                 while (r0 < nr) {
-                    int64_t r1 = r0 + 1 + kt_rand(&s) % 7;
+                    int64_t r1 = r0 + G * (1 + kt_rand(&s) % 7);
                     if (r1 > nr) r1 = nr;
                     int64_t t0 = 0;
                     while (t0 < nt) {

@@ -2,6 +2,7 @@
  * the layout (not by the code under test), and quantize -> dequantize
  * round trips within each format's error bound. */
 #include "harness.h"
+#include "ir/graph.h"
 #include "quant/quant.h"
 
 static void put_f16(uint8_t *p, float f) {
@@ -135,5 +136,42 @@ TEST(quantize_round_trips) {
     ASSERT_CONTAINS(kiln_last_error(), "cannot quantize to q6_K");
 }
 
+/* q4_0x8 (FORMAT.md §6.1): packing moves bytes, so every row read back from
+ * the packed copy equals the plain row bit for bit, from any block on; the
+ * layout's bytes sit where the format says; the shape rules hold. */
+TEST(q4_0x8_packs_losslessly) {
+    enum { N = 24, K = 96, RB = K / 32 * 18, WS = RB + 6 };
+    static uint8_t plain[N * WS], packed[N * WS];
+    float x[K], a[K], b[K];
+    unsigned long long s = 11;
+    for (int r = 0; r < N; r++) {
+        for (int i = 0; i < K; i++) x[i] = kt_randf(&s) * (float)(1 + r);
+        ASSERT_OK(kiln_quant_row(KILN_Q4_0, x, plain + r * WS, K));
+    }
+    ASSERT_OK(kiln_pack_rows(KILN_Q4_0_X8, plain, WS, N, K, packed, WS));
+    for (int r = 0; r < N; r++) {
+        ASSERT_OK(kiln_dequant_row(KILN_Q4_0, plain + r * WS, a, K));
+        ASSERT_OK(kiln_weight_dequant(KILN_Q4_0_X8, packed, WS, r, 0, K, b));
+        ASSERT_MSG(memcmp(a, b, sizeof a) == 0, "row %d differs after packing", r);
+        ASSERT_OK(kiln_weight_dequant(KILN_Q4_0_X8, packed, WS, r, 32, 64, b));
+        ASSERT_MSG(memcmp(a + 32, b, 64 * sizeof(float)) == 0, "row %d from block 1 differs", r);
+        ASSERT_OK(kiln_weight_dequant(KILN_Q4_0, plain, WS, r, 64, 32, b)); /* plain dtypes too */
+        ASSERT_MSG(memcmp(a + 64, b, 32 * sizeof(float)) == 0, "plain row %d from block 2 differs", r);
+    }
+    /* group 1, block 2, row j = 3: scale at 2j, byte 4m+e of the row's block at 16 + 32m + 4j + e */
+    const uint8_t *blk = packed + 8 * WS + 2 * 144, *row = plain + 11 * WS + 2 * 18;
+    ASSERT(memcmp(blk + 6, row, 2) == 0);
+    for (int m = 0; m < 4; m++)
+        ASSERT(memcmp(blk + 16 + 32 * m + 12, row + 2 + 4 * m, 4) == 0);
+    ASSERT_EQ_I(kiln_pack_rows(KILN_Q4_0_X8, plain, WS, 12, K, packed, WS), KILN_ERR_INVALID_ARG);
+    ASSERT_CONTAINS(kiln_last_error(), "whole groups of 8 rows");
+    ASSERT_EQ_I(kiln_dtype_packed(KILN_Q4_0), KILN_Q4_0_X8);
+    ASSERT_EQ_I(kiln_dtype_packed(KILN_Q8_0), KILN_Q8_0);
+    ASSERT_EQ_I(kiln_dtype_row_group(KILN_Q4_0_X8), 8);
+    ASSERT_EQ_U(kiln_shape_bytes(KILN_Q4_0_X8, 2, (const int64_t[]){16, 64}), 16 * 36);
+    ASSERT_EQ_U(kiln_shape_bytes(KILN_Q4_0_X8, 2, (const int64_t[]){12, 64}), 0);
+    ASSERT_EQ_U(kiln_shape_bytes(KILN_Q4_0_X8, 1, (const int64_t[]){64}), 0);
+}
+
 TEST_MAIN(q8_0_hand_vector, q4_0_hand_vector, q4_1_hand_vector, q4_K_hand_vector, q6_K_hand_vector,
-          quantize_round_trips)
+          quantize_round_trips, q4_0x8_packs_losslessly)

@@ -24,6 +24,8 @@ static const char *HELP =
     "                       blocks) as it is, and say so, instead of failing\n"
     "  --kv-type T          KV cache element type: f16 (default, half the memory)\n"
     "                       or f32\n"
+    "  --no-pack            store q4_0 weights as imported instead of packed for\n"
+    "                       the cpu kernels (q4_0x8: 8 rows interleaved)\n"
     "  --backend LIST       backends in order of preference, comma-separated\n"
     "                       (default: 'cpu'; nodes it cannot run fall back\n"
     "                       to 'ref' and are marked so in kiln info)\n"
@@ -70,6 +72,8 @@ int kiln_cmd_compile(int argc, char **argv) {
             if (!(o.kv_type = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
             if (strcmp(o.kv_type, "f16") && strcmp(o.kv_type, "f32"))
                 return kiln_cli_usage_error(cmd, "--kv-type must be f16 or f32, got '%s'", o.kv_type);
+        } else if (!strcmp(a, "--no-pack")) {
+            o.no_pack = 1;
         } else if (!strcmp(a, "--quant-fallback")) {
             o.quant_fallback = 1;
         } else if (!strcmp(a, "--backend")) {

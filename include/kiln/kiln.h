@@ -24,7 +24,7 @@ extern "C" {
 #define KILN_VERSION_PATCH 0
 #define KILN_VERSION_STRING "0.1.0"
 /* Version of the program-file layout this library writes and reads. */
-#define KILN_FORMAT_VERSION 2
+#define KILN_FORMAT_VERSION 3
 /* Most dimensions a tensor may have. */
 #define KILN_MAX_DIMS 4
 
@@ -61,6 +61,9 @@ typedef enum kiln_dtype {
     KILN_Q4_1 = 10,
     KILN_Q4_K = 11,
     KILN_Q6_K = 12,
+    /* q4_0 blocks of 8 rows interleaved (packed at compile time for the cpu
+     * kernels; docs/FORMAT.md §4.1): a [N, K] weight with N % 8 == 0. */
+    KILN_Q4_0_X8 = 13,
 } kiln_dtype;
 
 /* Name of a dtype ("f32", "q4_0"), or NULL for a value that is not one. */

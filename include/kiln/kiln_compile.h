@@ -42,6 +42,10 @@ typedef struct kiln_compile_options {
      * other string is KILN_ERR_INVALID_ARG. `kiln info` shows it as the
      * dtype of those states. */
     const char *kv_type;
+    /* 0 (default): q4_0 weights read by nodes on the cpu backend are stored
+     * packed (q4_0x8: 8 rows interleaved, docs/FORMAT.md §4.1), the layout
+     * its kernels want; the plain copy is not kept. 1: stored as imported. */
+    int no_pack;
     kiln_progress_fn progress; /* may be NULL */
     void *progress_user;
     /* Receives one line per notable step (what was converted); may be NULL. */

@@ -123,5 +123,10 @@ double kiln_now_ms(void);
 size_t kiln_dtype_row_bytes(kiln_dtype dtype, int64_t n); /* 0 when n is not a whole block */
 int kiln_dtype_block(kiln_dtype dtype);                  /* elements per block (1 for plain) */
 int kiln_dtype_valid(uint32_t v);
+/* Rows stored interleaved in groups of this many (8 for the packed x8
+ * dtypes, 1 for the rest): a tensor's leading dim must be a multiple. */
+int kiln_dtype_row_group(kiln_dtype dtype);
+/* One past the largest kiln_dtype value (table sizes). */
+#define KILN_DTYPE_END (KILN_Q4_0_X8 + 1)
 
 #endif /* KILN_BASE_H */

@@ -137,16 +137,17 @@ typedef struct {
     const char *name;
     int block;       /* elements per block */
     int block_bytes; /* bytes per block */
+    int group;       /* rows interleaved per group */
 } dtype_row;
 
 static const dtype_row *dtype_info(kiln_dtype t) {
     /* Block layouts are the public GGML ones: Q8_0 = f16 scale + 32 int8;
      * Q4_0 = f16 scale + 16 bytes of nibbles; Q4_1 adds an f16 minimum;
      * Q4_K and Q6_K are 256-element super-blocks. */
-    static const dtype_row f32 = {"f32", 1, 4}, f16 = {"f16", 1, 2}, bf16 = {"bf16", 1, 2},
-                           i32 = {"i32", 1, 4}, q8_0 = {"q8_0", 32, 34}, q4_0 = {"q4_0", 32, 18},
-                           q4_1 = {"q4_1", 32, 20}, q4_k = {"q4_K", 256, 144},
-                           q6_k = {"q6_K", 256, 210};
+    static const dtype_row f32 = {"f32", 1, 4, 1}, f16 = {"f16", 1, 2, 1}, bf16 = {"bf16", 1, 2, 1},
+                           i32 = {"i32", 1, 4, 1}, q8_0 = {"q8_0", 32, 34, 1}, q4_0 = {"q4_0", 32, 18, 1},
+                           q4_1 = {"q4_1", 32, 20, 1}, q4_k = {"q4_K", 256, 144, 1},
+                           q6_k = {"q6_K", 256, 210, 1}, q4_0x8 = {"q4_0x8", 32, 18, 8};
     switch (t) {
     case KILN_F32: return &f32;
     case KILN_F16: return &f16;
@@ -157,6 +158,7 @@ static const dtype_row *dtype_info(kiln_dtype t) {
     case KILN_Q4_1: return &q4_1;
     case KILN_Q4_K: return &q4_k;
     case KILN_Q6_K: return &q6_k;
+    case KILN_Q4_0_X8: return &q4_0x8;
     }
     return NULL;
 }
@@ -171,6 +173,11 @@ const char *kiln_dtype_name(kiln_dtype dtype) {
 int kiln_dtype_block(kiln_dtype dtype) {
     const dtype_row *r = dtype_info(dtype);
     return r ? r->block : 0;
+}
+
+int kiln_dtype_row_group(kiln_dtype dtype) {
+    const dtype_row *r = dtype_info(dtype);
+    return r ? r->group : 0;
 }
 
 size_t kiln_dtype_row_bytes(kiln_dtype dtype, int64_t n) {

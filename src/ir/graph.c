@@ -16,6 +16,8 @@ uint64_t kiln_shape_elems(int ndim, const int64_t *ne) {
 
 uint64_t kiln_shape_bytes(kiln_dtype dtype, int ndim, const int64_t *ne) {
     if (ndim < 1) return kiln_dtype_row_bytes(dtype, 1);
+    int group = kiln_dtype_row_group(dtype);
+    if (group > 1 && (ndim != 2 || ne[0] % group)) return 0; /* whole groups of rows */
     uint64_t rows = kiln_shape_elems(ndim - 1, ne), out;
     size_t row = kiln_dtype_row_bytes(dtype, ne[ndim - 1]);
     if (ne[ndim - 1] > 0 && row == 0) return 0;
@@ -202,6 +204,10 @@ static int check_shape(const char *what, const char *name, kiln_dtype dtype, int
     for (int i = 0; i < ndim; i++)
         if (ne[i] <= 0) return kiln_error(KILN_ERR_INVALID_ARG, "%s '%s': dim %d is %lld", what, name, i, (long long)ne[i]);
     *nbytes = kiln_shape_bytes(dtype, ndim, ne);
+    int group = kiln_dtype_row_group(dtype);
+    if (!*nbytes && group > 1 && (ndim != 2 || ne[0] % group))
+        return kiln_error(KILN_ERR_INVALID_ARG, "%s '%s': %s needs 2 dims with rows in whole groups of %d (has %d dims, %lld rows)",
+                          what, name, kiln_dtype_name(dtype), group, ndim, (long long)ne[0]);
     if (!*nbytes)
         return kiln_error(KILN_ERR_INVALID_ARG, "%s '%s': rows of %lld are not whole %s blocks of %d",
                           what, name, (long long)ne[ndim - 1], kiln_dtype_name(dtype),

@@ -113,6 +113,73 @@ static kiln_status quantize(kiln_module *m, const kiln_compile_options *o) {
     return st;
 }
 
+/* Packs weights into the layout the cpu kernels want (kiln_dtype_packed):
+ * a constant is packed when it is a 2-dim weight whose rows come in whole
+ * groups, every node reading it is a matmul, logits or get_rows (ref and cpu
+ * read packed weights), and at least one of them runs on cpu. The packed
+ * copy replaces the plain one. */
+static kiln_status pack(kiln_module *m, const kiln_compile_options *o) {
+    if (o->no_pack) return KILN_OK;
+    int cpu = -1;
+    for (int b = 0; b < m->n_backends; b++)
+        if (!strcmp(m->backends[b], "cpu")) cpu = b;
+    if (cpu < 0) return KILN_OK;
+    /* per constant: 1 = read by a cpu weight node, 2 = read otherwise */
+    uint8_t *use = kiln_calloc((size_t)m->n_consts + 1, 1);
+    if (!use) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < m->n_methods; k++) {
+        const kiln_graph *g = &m->methods[k];
+        for (int i = 0; i < g->n_nodes; i++) {
+            const kiln_node *n = &g->nodes[i];
+            int wslot = n->op == KILN_OP_GET_ROWS ? 0 : (n->op == KILN_OP_MATMUL || n->op == KILN_OP_LOGITS) ? 1 : -1;
+            for (int j = 0; j < n->n_in; j++) {
+                const kiln_value *v = &g->values[n->in[j]];
+                if (v->kind != KILN_VAL_CONST) continue;
+                if (j != wslot) use[v->ref] |= 2;
+                else if (n->backend == cpu) use[v->ref] |= 1;
+            }
+        }
+    }
+    kiln_status st = KILN_OK;
+    int packed = 0;
+    uint64_t bytes = 0;
+    for (int i = 0; i < m->n_consts && !st; i++) {
+        kiln_const *c = &m->consts[i];
+        kiln_dtype to = kiln_dtype_packed(c->dtype);
+        int group = kiln_dtype_row_group(to);
+        if (use[i] != 1 || to == c->dtype || c->ndim != 2 || c->ne[0] % group) continue;
+        size_t rb = kiln_dtype_row_bytes(c->dtype, c->ne[1]);
+        uint8_t *dst = kiln_malloc((size_t)c->nbytes);
+        if (!dst) {
+            st = kiln_error(KILN_ERR_NOMEM, "out of memory packing '%s'", c->name);
+            break;
+        }
+        if ((st = kiln_pack_rows(to, c->data, rb, c->ne[0], c->ne[1], dst, rb))) {
+            kiln_free(dst);
+            st = kiln_error_wrap(st, "packing '%s'", c->name);
+            break;
+        }
+        kiln_free(c->owned);
+        c->owned = dst;
+        c->data = dst;
+        c->dtype = to;
+        packed++;
+        bytes += c->nbytes;
+        for (int k = 0; k < m->n_methods; k++)
+            for (int v = 0; v < m->methods[k].n_values; v++)
+                if (m->methods[k].values[v].kind == KILN_VAL_CONST && m->methods[k].values[v].ref == i)
+                    m->methods[k].values[v].dtype = to;
+    }
+    kiln_free(use);
+    if (!st && packed && o->log) {
+        char line[160];
+        snprintf(line, sizeof line, "packed %d weight tensors (%.1f MB) for the cpu kernels (q4_0x8; --no-pack keeps them as imported)",
+                 packed, bytes / 1e6);
+        o->log(o->log_user, line);
+    }
+    return st;
+}
+
 static kiln_status partition(kiln_module *m, const char *spec) {
     char buf[1024];
     if (strlen(spec) >= sizeof buf) return kiln_error(KILN_ERR_INVALID_ARG, "backend list too long");
@@ -189,6 +256,7 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
     if ((st = quantize(&m, o))) goto done;
     if ((st = kiln_module_verify(&m, 0))) goto done;
     if ((st = partition(&m, o->backends ? o->backends : kiln_backend_default()))) goto done;
+    if ((st = pack(&m, o))) goto done;
     for (int i = 0; i < m.n_methods; i++)
         if ((st = kiln_graph_plan(&m.methods[i], &m))) goto done;
     if ((st = kiln_module_verify(&m, 1))) goto done;

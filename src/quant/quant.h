@@ -21,4 +21,21 @@ kiln_status kiln_dequant_row(kiln_dtype t, const void *src, float *dst, int64_t 
  * f16 / bf16 / f32. KILN_ERR_UNSUPPORTED for other targets. */
 kiln_status kiln_quant_row(kiln_dtype t, const float *src, void *dst, int64_t n);
 
+/* Packed layouts (the x8 dtypes, docs/FORMAT.md §4.1): rows interleaved in
+ * groups so the cpu kernels compute several rows per instruction. */
+
+/* The packed dtype a plain dtype's weights become (itself when none). */
+kiln_dtype kiln_dtype_packed(kiln_dtype plain);
+
+/* Values k0 .. k0+n-1 of row `row` of a weight in any layout, rows
+ * row_stride bytes apart (for a packed dtype: groups of 8 rows are
+ * 8 * row_stride apart). k0 and n are whole blocks. */
+kiln_status kiln_weight_dequant(kiln_dtype t, const void *w, size_t row_stride, int64_t row,
+                                int64_t k0, int64_t n, float *dst);
+
+/* Packs nrows rows of k values of the plain dtype `packed` comes from into
+ * `packed`'s layout. nrows a whole number of groups. */
+kiln_status kiln_pack_rows(kiln_dtype packed, const void *src, size_t src_stride, int64_t nrows,
+                           int64_t k, void *dst, size_t dst_stride);
+
 #endif

@@ -67,9 +67,9 @@ typedef struct cpu_ctx {
     const kiln_cpu_kernels *k; /* the chosen table */
     kiln_pool *pool;
     int n_threads;
-    /* Resolved kernels: the chosen table's, else the scalar table's, else
-     * (gemm NULL) this file's dequantizing loop / (helpers) plain C. */
-    kiln_cpu_gemm_fn gemm[KILN_Q6_K + 1];
+    /* Resolved kernels: the chosen table's, else the scalar table's (which
+     * is complete: test_cpu_kernels), else (gemm NULL) the dequantizing loop. */
+    kiln_cpu_gemm_fn gemm[KILN_DTYPE_END];
     void (*quantize_row)(int act, const float *x, void *dst, int64_t k);
     dot_f32_fn dot_f32;
     dot_f16_fn dot_f16;
@@ -81,47 +81,10 @@ typedef struct cpu_ctx {
     int n_ropes;
     rope_table *ropes;
     /* Compute-unit names (unit()). */
-    char unit_mm[KILN_Q6_K + 1][64];
+    char unit_mm[KILN_DTYPE_END][64];
     char unit_attn[2][48];
     char unit_vec[48];
 } cpu_ctx;
-
-/* ---- plain C vector helpers (used when a table lacks them) ---------------- */
-
-/* Eight partial sums, combined pairwise: vectorizable without -ffast-math. */
-static float dot_f32_c(const float *a, const float *b, int64_t n) {
-    float s[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++)
-            s[l] += a[i + l] * b[i + l];
-    float r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-    for (; i < n; i++)
-        r += a[i] * b[i];
-    return r;
-}
-
-static float dot_f16_c(const float *a, const uint16_t *b, int64_t n) {
-    float s[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++)
-            s[l] += a[i + l] * kiln_f16_to_f32(b[i + l]);
-    float r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-    for (; i < n; i++)
-        r += a[i] * kiln_f16_to_f32(b[i]);
-    return r;
-}
-
-static void axpy_f32_c(float alpha, const float *x, float *y, int64_t n) {
-    for (int64_t i = 0; i < n; i++)
-        y[i] += alpha * x[i];
-}
-
-static void axpy_f16_c(float alpha, const uint16_t *x, float *y, int64_t n) {
-    for (int64_t i = 0; i < n; i++)
-        y[i] += alpha * kiln_f16_to_f32(x[i]);
-}
 
 /* ---- work splitting --------------------------------------------------------- */
 
@@ -187,10 +150,9 @@ static void mm_tile_dequant(const mm_job *j, int64_t n0, int64_t nr, int64_t t0,
         memset(acc, 0, sizeof acc);
         for (int64_t k0 = 0; k0 < K; k0 += step) {
             int64_t len = K - k0 < step ? K - k0 : step;
-            const uint8_t *src = row + kiln_dtype_row_bytes(j->wt, k0);
-            const float *wv = (const float *)src;
-            if (j->wt != KILN_F32) {
-                kiln_dequant_row(j->wt, src, tmp, len); /* dtype checked by supports */
+            const float *wv = (const float *)(row + kiln_dtype_row_bytes(j->wt, k0));
+            if (j->wt != KILN_F32) { /* dtype checked by supports */
+                kiln_weight_dequant(j->wt, j->w, j->w_stride, n0 + r, k0, len, tmp);
                 wv = tmp;
             }
             for (int64_t t = 0; t < nt; t++)
@@ -277,14 +239,9 @@ typedef struct rows_job {
 static void rows_run(void *arg, int ith, int nth) {
     rows_job *j = arg;
     for (int64_t lo, hi; claim(&j->next, j->chunks, j->T, &lo, &hi);) {
-        for (int64_t t = lo; t < hi; t++) {
-            const uint8_t *src = (const uint8_t *)j->w->data + (size_t)j->ids[t] * j->row_bytes;
-            if (j->w->dtype == KILN_F32)
-                memcpy(j->o + t * j->D, src, j->row_bytes);
-            else
-                kiln_dequant_row(j->w->dtype, src, j->o + t * j->D,
-                                 j->D); /* dtype checked by supports */
-        }
+        for (int64_t t = lo; t < hi; t++) /* dtype checked by supports */
+            kiln_weight_dequant(j->w->dtype, j->w->data, j->row_bytes, j->ids[t], 0, j->D,
+                                j->o + t * j->D);
     }
 }
 
@@ -918,7 +875,7 @@ static kiln_dtype in_dtype(const kiln_graph *g, const kiln_node *n, int i) {
 /* Weight dtypes src/quant expands (get_rows and the dequantizing matmul). */
 static int readable(kiln_dtype t) {
     return t == KILN_F32 || t == KILN_F16 || t == KILN_BF16 || t == KILN_Q8_0 || t == KILN_Q4_0 ||
-           t == KILN_Q4_1 || t == KILN_Q4_K || t == KILN_Q6_K;
+           t == KILN_Q4_1 || t == KILN_Q4_K || t == KILN_Q6_K || t == KILN_Q4_0_X8;
 }
 
 static int cpu_supports(const kiln_module *m, const kiln_graph *g, const kiln_node *n) {
@@ -1042,7 +999,7 @@ static const char *act_name(int act) {
 
 static void name_units(cpu_ctx *c) {
     const kiln_cpu_kernels *s = &kiln_cpu_kernels_scalar;
-    for (int t = 0; t <= KILN_Q6_K; t++) {
+    for (int t = 0; t < KILN_DTYPE_END; t++) {
         int act = kiln_cpu_act_format((kiln_dtype)t);
         const char *dt = kiln_dtype_name((kiln_dtype)t);
         if (act < 0 || !dt) continue;
@@ -1074,13 +1031,13 @@ static kiln_status cpu_open(const kiln_module *m, const kiln_open_options *o, vo
     if (st) goto fail;
 
     const kiln_cpu_kernels *s = &kiln_cpu_kernels_scalar;
-    for (int t = 0; t <= KILN_Q6_K; t++)
+    for (int t = 0; t < KILN_DTYPE_END; t++)
         c->gemm[t] = c->k->gemm[t] ? c->k->gemm[t] : s->gemm[t];
     c->quantize_row = c->k->quantize_row ? c->k->quantize_row : s->quantize_row;
-    c->dot_f32 = c->k->dot_f32 ? c->k->dot_f32 : s->dot_f32 ? s->dot_f32 : dot_f32_c;
-    c->dot_f16 = c->k->dot_f16 ? c->k->dot_f16 : s->dot_f16 ? s->dot_f16 : dot_f16_c;
-    c->axpy_f32 = c->k->axpy_f32 ? c->k->axpy_f32 : s->axpy_f32 ? s->axpy_f32 : axpy_f32_c;
-    c->axpy_f16 = c->k->axpy_f16 ? c->k->axpy_f16 : s->axpy_f16 ? s->axpy_f16 : axpy_f16_c;
+    c->dot_f32 = c->k->dot_f32 ? c->k->dot_f32 : s->dot_f32;
+    c->dot_f16 = c->k->dot_f16 ? c->k->dot_f16 : s->dot_f16;
+    c->axpy_f32 = c->k->axpy_f32 ? c->k->axpy_f32 : s->axpy_f32;
+    c->axpy_f16 = c->k->axpy_f16 ? c->k->axpy_f16 : s->axpy_f16;
     name_units(c);
 
     /* Rope tables cover the longest cache (no position past it can attend). */
@@ -1131,7 +1088,7 @@ static const char *cpu_unit(void *ctx, const kiln_node *n, const kiln_tensor *co
     case KILN_OP_MATMUL:
     case KILN_OP_LOGITS: {
         int t = in[1]->dtype;
-        return t >= 0 && t <= KILN_Q6_K && c->unit_mm[t][0] ? c->unit_mm[t] : "cpu";
+        return t >= 0 && t < KILN_DTYPE_END && c->unit_mm[t][0] ? c->unit_mm[t] : "cpu";
     }
     case KILN_OP_ATTENTION:
         return c->unit_attn[in[1]->dtype == KILN_F16];

@@ -53,7 +53,9 @@ int kiln_cpu_act_format(kiln_dtype weight);
 size_t kiln_cpu_act_row_bytes(int act, int64_t k);
 
 /* out[t * ldo + r] = dot(weight row r, activation row t) for 0 <= r < nr,
- * 0 <= t < nt. w: the first weight row, rows w_stride bytes apart; a: the
+ * 0 <= t < nt. w: the first weight row, rows w_stride bytes apart (packed
+ * x8 dtypes: w is the first row of a group, groups are 8 * w_stride bytes
+ * apart, and nr is a multiple of 8); a: the
  * first activation row (in the weight's activation format), rows a_stride
  * bytes apart; k: values per row (a multiple of the weight's block). */
 typedef void (*kiln_cpu_gemm_fn)(int64_t k, const void *w, size_t w_stride, int64_t nr, const void *a,
@@ -63,8 +65,8 @@ typedef struct kiln_cpu_kernels {
     const char *name; /* "scalar", "avx2", "avx512", "avx512-vnni", "neon", "dotprod", "i8mm" */
     /* Quantizes k values of x into one activation row (act Q8 or Q8K). */
     void (*quantize_row)(int act, const float *x, void *dst, int64_t k);
-    /* Indexed by kiln_dtype (KILN_F32 .. KILN_Q6_K); NULL = not in this table. */
-    kiln_cpu_gemm_fn gemm[KILN_Q6_K + 1];
+    /* Indexed by kiln_dtype; NULL = not in this table. */
+    kiln_cpu_gemm_fn gemm[KILN_DTYPE_END];
     /* Vector helpers for the other ops (attention with an f32 or f16 cache). */
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     float (*dot_f16)(const float *a, const uint16_t *b, int64_t n);

@@ -494,6 +494,60 @@ KA_GEMM(ka_gemm_q4_1, KA_TILE_Q4_1, KA_RP32, 4)
 KA_GEMM(ka_gemm_q4_K, ka_tile_q4_K, 2, 4)
 KA_GEMM(ka_gemm_q6_K, ka_tile_q6_K, 2, 2)
 
+/* ---- q4_0x8 (8 rows interleaved; quant.c) ------------------------------------------------ */
+/* 16 bytes of a packed block: 4 columns of each of 4 rows. lane m of a (its
+ * bytes 4m..4m+3, the 4 matching activations) dotted with each row's 4
+ * nibbles, one row per int32 lane: SDOT by element, or SMULL + pairwise
+ * adds (|nibble * a| <= 15 * 127 fits int16). */
+#if KILN_ARM_SDOT
+#define KA_DOT4(acc, w, a, m) vdotq_laneq_s32((acc), (w), (a), (m))
+#else
+#define KA_DOT4(acc, w, a, m) ka_dot4_neon((acc), (w), vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(a), (m))))
+KA_INLINE int32x4_t ka_dot4_neon(int32x4_t acc, int8x16_t w, int8x16_t g) {
+    int16x8_t p0 = vmull_s8(vget_low_s8(w), vget_low_s8(g)), p1 = vmull_high_s8(w, g);
+    return vaddq_s32(acc, vpaddq_s32(vpaddlq_s16(p0), vpaddlq_s16(p1)));
+}
+#endif
+
+/* The scalar table's formula per row lane: acc += f32(isum) * (dw * da),
+ * msum += dw * sa, out = acc - 8 * msum. */
+KA_INLINE void ka_tile_q4x8(int64_t nb, const uint8_t *w, const uint8_t *a, float *out) {
+    float32x4_t acc[2] = {vdupq_n_f32(0), vdupq_n_f32(0)}, msum[2] = {acc[0], acc[1]};
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = w + (size_t)b * 144;
+        const kiln_cpu_block_q8 *ab = (const kiln_cpu_block_q8 *)(const void *)(a + b * sizeof(kiln_cpu_block_q8));
+        int8x16_t alo = vld1q_s8(ab->q), ahi = vld1q_s8(ab->q + 16);
+        int32x4_t s[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};
+        for (int h = 0; h < 2; h++) { /* rows 0..3, rows 4..7 */
+#define KA_Q4X8_M(m)                                                                               \
+    do {                                                                                           \
+        uint8x16_t v = vld1q_u8(blk + 16 + 32 * (m) + 16 * h);                                     \
+        s[h] = KA_DOT4(s[h], vreinterpretq_s8_u8(vandq_u8(v, m4)), alo, m);                        \
+        s[h] = KA_DOT4(s[h], vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), ahi, m);                       \
+    } while (0)
+            KA_Q4X8_M(0);
+            KA_Q4X8_M(1);
+            KA_Q4X8_M(2);
+            KA_Q4X8_M(3);
+#undef KA_Q4X8_M
+            float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(blk + 8 * h)));
+            acc[h] = vfmaq_f32(acc[h], vcvtq_f32_s32(s[h]), vmulq_n_f32(dw, ab->d));
+            msum[h] = vfmaq_n_f32(msum[h], dw, ab->s);
+        }
+    }
+    vst1q_f32(out, vfmaq_n_f32(acc[0], msum[0], -8.0f));
+    vst1q_f32(out + 4, vfmaq_n_f32(acc[1], msum[1], -8.0f));
+}
+
+static void ka_gemm_q4_0x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,
+                           int64_t nt, float *out, int64_t ldo) {
+    for (int64_t g = 0; g < nr / 8; g++)
+        for (int64_t t = 0; t < nt; t++)
+            ka_tile_q4x8(k / 32, (const uint8_t *)w + (size_t)g * 8 * ws, (const uint8_t *)a + t * as,
+                         out + t * ldo + 8 * g);
+}
+
 /* ---- vector helpers ------------------------------------------------------------------- */
 static float ka_dot_f32(const float *a, const float *b, int64_t n) {
     float o;
@@ -544,6 +598,7 @@ static void ka_axpy_f16(float alpha, const uint16_t *x, float *y, int64_t n) {
                 [KILN_Q4_1] = ka_gemm_q4_1,                                                        \
                 [KILN_Q4_K] = ka_gemm_q4_K,                                                        \
                 [KILN_Q6_K] = ka_gemm_q6_K,                                                        \
+                [KILN_Q4_0_X8] = ka_gemm_q4_0x8,                                                   \
             },                                                                                     \
         .dot_f32 = ka_dot_f32,                                                                     \
         .dot_f16 = ka_dot_f16,                                                                     \

@@ -63,6 +63,11 @@ KX_INLINE __m256i kx_dpbusd(__m256i acc, __m256i u, __m256i s) {
 #define KX_F_T 4
 #define KX_K_G 2
 #endif
+#if defined(__AVX512F__) || defined(KX_FORCE_WIDE_TILES)
+#define KX_X8_T 8 /* q4_0x8: activation rows per tile (8 weight rows each) */
+#else
+#define KX_X8_T 4
+#endif
 #define KX_G_R 4 /* weight rows per step when there is one activation row */
 #define KX_RM 4  /* array bounds: the largest R and T above */
 #define KX_TM 4
@@ -324,6 +329,82 @@ KX_GEMM(kx_gemm_q8_0, KX_TILE_Q8_0, KX_Q_R, KX_Q_T, KX_G_R)
 KX_GEMM(kx_gemm_q4_0, KX_TILE_Q4_0, KX_Q_R, KX_Q_T, KX_G_R)
 KX_GEMM(kx_gemm_q4_1, KX_TILE_Q4_1, KX_Q_R, KX_Q_T, KX_G_R)
 
+/* ---- q4_0x8 weights (8 rows interleaved) x Q8 activations ---------------------------- */
+/* One 32-byte vector of a packed block holds 4 consecutive columns of each
+ * of the 8 rows (quant.c); its low nibbles times the activation's matching
+ * 4 values, broadcast to every 32-bit lane, give each row's partial dot
+ * product in its own lane: no horizontal sums, and the block's scale work
+ * (convert, FMA) is done once for 8 rows. Per block and activation row t:
+ *   AVX2: 8 VPMADDUBSW summed in i16 (|sum| <= 8 * 2 * 15 * 127 = 30480,
+ *         no saturation), one VPMADDWD by 1.  VNNI: 8 VPDPBUSD.
+ *   acc_t += f32(isum) * (dw * da) ; msum_t += dw * sa ; out = acc - 8 * msum
+ * (the scalar table's formula, lane for lane: 8 * msum is exact). */
+KX_INLINE __m256i kx_bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+KX_INLINE void kx_tile_q4x8(const int T, int64_t nb, const uint8_t *w, size_t pf,
+                            const uint8_t *a, size_t as, float *out, int64_t ldo) {
+    const size_t ab = sizeof(kiln_cpu_block_q8);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[KX_X8_T], msum[KX_X8_T];
+    KX_UNROLL for (int t = 0; t < T; t++) acc[t] = msum[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = w + (size_t)b * 144;
+        if (pf) kx_prefetch_next(blk + pf, 144);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)blk));
+        __m256i s[KX_X8_T];
+#if KX_VNNI
+        KX_UNROLL for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
+#endif
+        KX_UNROLL for (int m = 0; m < 4; m++) {
+            __m256i v = kx_load(blk + 16 + 32 * m);
+            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            KX_UNROLL for (int t = 0; t < T; t++) {
+                const int8_t *q = (const int8_t *)(a + t * as + b * ab + offsetof(kiln_cpu_block_q8, q));
+#if KX_VNNI
+                s[t] = kx_dpbusd(s[t], lo, kx_bcast4(q + 4 * m));
+                s[t] = kx_dpbusd(s[t], hi, kx_bcast4(q + 16 + 4 * m));
+#else
+                __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, kx_bcast4(q + 4 * m)),
+                                             _mm256_maddubs_epi16(hi, kx_bcast4(q + 16 + 4 * m)));
+                s[t] = m ? _mm256_add_epi16(s[t], p) : p;
+#endif
+            }
+        }
+        KX_UNROLL for (int t = 0; t < T; t++) {
+            const float *pa = (const float *)(const void *)(a + t * as + b * ab);
+#if !KX_VNNI
+            s[t] = _mm256_madd_epi16(s[t], _mm256_set1_epi16(1));
+#endif
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(dw, _mm256_broadcast_ss(pa)),
+                                     acc[t]);
+            msum[t] = _mm256_fmadd_ps(dw, _mm256_broadcast_ss(pa + 1), msum[t]);
+        }
+    }
+    KX_UNROLL for (int t = 0; t < T; t++)
+        _mm256_storeu_ps(out + t * ldo, _mm256_fmadd_ps(msum[t], _mm256_set1_ps(-8.0f), acc[t]));
+}
+
+static void kx_gemm_q4_0x8(int64_t k, const void *w_, size_t ws, int64_t nr, const void *a_,
+                           size_t as, int64_t nt, float *out, int64_t ldo) {
+    const uint8_t *w = w_, *a = a_;
+    const int64_t nb = k / 32, groups = nr / 8;
+    const size_t gs = 8 * ws;
+    for (int64_t g = 0; g < groups; g++) {
+        const uint8_t *wg = w + (size_t)g * gs;
+        /* one activation row (token generation): prefetch the next group */
+        size_t pf = nt == 1 && g + 1 < groups ? gs : 0;
+        int64_t t = 0;
+        for (; t + KX_X8_T <= nt; t += KX_X8_T)
+            kx_tile_q4x8(KX_X8_T, nb, wg, 0, a + t * as, as, out + t * ldo + 8 * g, ldo);
+        for (; t < nt; t++)
+            kx_tile_q4x8(1, nb, wg, pf, a + t * as, as, out + t * ldo + 8 * g, ldo);
+    }
+}
+
 /* ---- q4_K, q6_K weights x Q8K activations ---------------------------------------- */
 /* Per super-block of 256 and pair: the sub-block dot products by VPMADDUBSW
  * (u8 weights x s8 activations), scaled by the sub-block scales with
@@ -560,6 +641,7 @@ static void kx_axpy_f16(float alpha, const uint16_t *x, float *y, int64_t n) {
                 [KILN_Q4_1] = kx_gemm_q4_1,                                                        \
                 [KILN_Q4_K] = kx_gemm_q4_K,                                                        \
                 [KILN_Q6_K] = kx_gemm_q6_K,                                                        \
+                [KILN_Q4_0_X8] = kx_gemm_q4_0x8,                                                   \
             },                                                                                     \
         .dot_f32 = kx_dot_f32,                                                                     \
         .dot_f16 = kx_dot_f16,                                                                     \

@@ -11,12 +11,13 @@
 #include "quant/quant.h"
 
 /* One weight row as f32: the row itself for f32 weights, else expanded into
- * `tmp` (n floats). NULL when the dtype has no reader. */
+ * `tmp` (n floats) from any layout, packed ones included. NULL when the
+ * dtype has no reader. */
 static const float *weight_row(const kiln_tensor *w, int64_t row, float *tmp) {
     int64_t n = w->ne[1];
-    const uint8_t *p = (const uint8_t *)w->data + (size_t)row * kiln_dtype_row_bytes(w->dtype, n);
-    if (w->dtype == KILN_F32) return (const float *)p;
-    return kiln_dequant_row(w->dtype, p, tmp, n) == KILN_OK ? tmp : NULL;
+    size_t rb = kiln_dtype_row_bytes(w->dtype, n);
+    if (w->dtype == KILN_F32) return (const float *)((const uint8_t *)w->data + (size_t)row * rb);
+    return kiln_weight_dequant(w->dtype, w->data, rb, row, 0, n, tmp) == KILN_OK ? tmp : NULL;
 }
 
 static kiln_status unsupported_dtype(const kiln_tensor *w) {
