@@ -144,7 +144,9 @@ lines = ["# Kiln against llama.cpp", "",
              time.strftime("%Y-%m-%d", time.gmtime()), cpu, ncpu, kiln_commit, lc_commit[:12],
              sysinfo.strip() or "system_info not recorded"),
          "Both tools ran the same GGUF file (Kiln compiled it), alternating per file and thread count; "
-         "t/s is mean ± standard deviation over the repetitions. Ratio = Kiln / llama.cpp.", "",
+         "t/s is mean ± standard deviation over the repetitions. Ratio = Kiln / llama.cpp. "
+         "Kiln compiled each file with `--prefill` = the largest ppN, so ppN is one prefill call "
+         "(llama-bench: one batch of N); q4_0 weights are packed at compile time (q4_0x8).", "",
          "| model file | threads | test | llama.cpp t/s | kiln t/s | ratio |", "|---|---|---|---|---|---|"]
 for key in order:
     r = runs[key]

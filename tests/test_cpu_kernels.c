@@ -20,7 +20,7 @@
 #include "quant/quant.h"
 
 static const kiln_dtype k_dtypes[] = {KILN_F32,  KILN_F16,  KILN_BF16, KILN_Q8_0,   KILN_Q4_0,
-                                      KILN_Q4_1, KILN_Q4_K, KILN_Q6_K, KILN_Q4_0_X8};
+                                      KILN_Q4_1, KILN_Q4_K, KILN_Q6_K, KILN_Q4_0_X8, KILN_Q4_1_X8};
 #define N_DTYPES (int)(sizeof k_dtypes / sizeof *k_dtypes)
 
 /* The tables this CPU runs, best first (scalar last); prints the skipped
@@ -101,9 +101,10 @@ static void rand_values(float *x, int64_t n, unsigned long long *s) {
  * are random bytes with small random f16 scales. */
 static void make_weights(kiln_dtype t, int64_t nr, int64_t k, uint8_t *w, size_t ws,
                          unsigned long long *s) {
-    if (kiln_dtype_packed(KILN_Q4_0) == t) { /* q4_0 rows, packed */
+    if (kiln_dtype_row_group(t) > 1) { /* plain rows, packed */
+        kiln_dtype from = t == KILN_Q4_0_X8 ? KILN_Q4_0 : KILN_Q4_1;
         uint8_t *plain = malloc(ws * (size_t)nr);
-        make_weights(KILN_Q4_0, nr, k, plain, ws, s);
+        make_weights(from, nr, k, plain, ws, s);
         (void)kiln_pack_rows(t, plain, ws, nr, k, w, ws);
         free(plain);
         return;
@@ -297,13 +298,15 @@ TEST(gemm_extreme_codes) {
             kiln_dtype t = k_dtypes[d];
             problem p;
             problem_make(&p, ks[v], t, 512, 5, 5, &s);
-            if (t == KILN_Q4_0_X8) /* rows alternately all 15 and all 0 */
+            const int x8 = kiln_dtype_row_group(t) > 1, bb = t == KILN_Q4_1_X8 ? 160 : 144;
+            if (x8) /* rows alternately all 15 and all 0 */
                 for (int64_t g = 0; g < p.nr / 8; g++)
                     for (int64_t b = 0; b < 16; b++)
                         for (int m = 0; m < 4; m++)
                             for (int j = 0; j < 8; j++)
-                                memset(p.w + g * 8 * p.ws + 144 * b + 16 + 32 * m + 4 * j, j % 2 ? 0xFF : 0, 4);
-            for (int64_t r = 0; r < p.nr && t != KILN_Q4_0_X8; r++) {
+                                memset(p.w + g * 8 * p.ws + bb * b + (bb - 128) + 32 * m + 4 * j,
+                                       j % 2 ? 0xFF : 0, 4);
+            for (int64_t r = 0; r < p.nr && !x8; r++) {
                 uint8_t *w = p.w + r * p.ws;
                 for (int64_t b = 0; b < (t == KILN_Q4_K || t == KILN_Q6_K ? 2 : 16); b++) {
                     if (t == KILN_Q8_0)

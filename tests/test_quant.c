@@ -163,6 +163,27 @@ TEST(q4_0x8_packs_losslessly) {
     ASSERT(memcmp(blk + 6, row, 2) == 0);
     for (int m = 0; m < 4; m++)
         ASSERT(memcmp(blk + 16 + 32 * m + 12, row + 2 + 4 * m, 4) == 0);
+    /* q4_1x8: random q4_1 bytes (no writer) with finite scales and minimums */
+    enum { RB1 = K / 32 * 20, WS1 = RB1 + 2 };
+    static uint8_t plain1[N * WS1], packed1[N * WS1];
+    for (int i = 0; i < N * WS1; i++) plain1[i] = (uint8_t)kt_rand(&s);
+    for (int r = 0; r < N; r++)
+        for (int bk = 0; bk < K / 32; bk++) {
+            put_f16(plain1 + r * WS1 + 20 * bk, kt_randf(&s));
+            put_f16(plain1 + r * WS1 + 20 * bk + 2, kt_randf(&s));
+        }
+    ASSERT_OK(kiln_pack_rows(KILN_Q4_1_X8, plain1, WS1, N, K, packed1, WS1));
+    for (int r = 0; r < N; r++) {
+        ASSERT_OK(kiln_dequant_row(KILN_Q4_1, plain1 + r * WS1, a, K));
+        ASSERT_OK(kiln_weight_dequant(KILN_Q4_1_X8, packed1, WS1, r, 0, K, b));
+        ASSERT_MSG(memcmp(a, b, sizeof a) == 0, "q4_1 row %d differs after packing", r);
+    }
+    /* group 2, block 1, row j = 5: d at 2j, m at 16 + 2j, nibbles at 32 + 32m + 4j */
+    const uint8_t *blk1 = packed1 + 16 * WS1 + 160, *row1 = plain1 + 21 * WS1 + 20;
+    ASSERT(memcmp(blk1 + 10, row1, 2) == 0 && memcmp(blk1 + 26, row1 + 2, 2) == 0);
+    for (int m = 0; m < 4; m++)
+        ASSERT(memcmp(blk1 + 32 + 32 * m + 20, row1 + 4 + 4 * m, 4) == 0);
+    ASSERT_EQ_I(kiln_dtype_packed(KILN_Q4_1), KILN_Q4_1_X8);
     ASSERT_EQ_I(kiln_pack_rows(KILN_Q4_0_X8, plain, WS, 12, K, packed, WS), KILN_ERR_INVALID_ARG);
     ASSERT_CONTAINS(kiln_last_error(), "whole groups of 8 rows");
     ASSERT_EQ_I(kiln_dtype_packed(KILN_Q4_0), KILN_Q4_0_X8);

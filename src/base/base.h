@@ -127,6 +127,6 @@ int kiln_dtype_valid(uint32_t v);
  * dtypes, 1 for the rest): a tensor's leading dim must be a multiple. */
 int kiln_dtype_row_group(kiln_dtype dtype);
 /* One past the largest kiln_dtype value (table sizes). */
-#define KILN_DTYPE_END (KILN_Q4_0_X8 + 1)
+#define KILN_DTYPE_END (KILN_Q4_1_X8 + 1)
 
 #endif /* KILN_BASE_H */

@@ -141,7 +141,7 @@ static kiln_status pack(kiln_module *m, const kiln_compile_options *o) {
         }
     }
     kiln_status st = KILN_OK;
-    int packed = 0;
+    int packed = 0, by_dtype[KILN_DTYPE_END] = {0};
     uint64_t bytes = 0;
     for (int i = 0; i < m->n_consts && !st; i++) {
         kiln_const *c = &m->consts[i];
@@ -164,6 +164,7 @@ static kiln_status pack(kiln_module *m, const kiln_compile_options *o) {
         c->data = dst;
         c->dtype = to;
         packed++;
+        by_dtype[to]++;
         bytes += c->nbytes;
         for (int k = 0; k < m->n_methods; k++)
             for (int v = 0; v < m->methods[k].n_values; v++)
@@ -172,9 +173,13 @@ static kiln_status pack(kiln_module *m, const kiln_compile_options *o) {
     }
     kiln_free(use);
     if (!st && packed && o->log) {
-        char line[160];
-        snprintf(line, sizeof line, "packed %d weight tensors (%.1f MB) for the cpu kernels (q4_0x8; --no-pack keeps them as imported)",
-                 packed, bytes / 1e6);
+        char line[256], what[96] = "";
+        for (int t = 0; t < KILN_DTYPE_END; t++)
+            if (by_dtype[t])
+                snprintf(what + strlen(what), sizeof what - strlen(what), "%s%d %s", *what ? ", " : "",
+                         by_dtype[t], kiln_dtype_name((kiln_dtype)t));
+        snprintf(line, sizeof line, "packed %d weight tensors (%.1f MB) for the cpu kernels: %s (--no-pack keeps them as imported)",
+                 packed, bytes / 1e6, what);
         o->log(o->log_user, line);
     }
     return st;

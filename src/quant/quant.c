@@ -107,7 +107,8 @@ kiln_status kiln_dequant_row(kiln_dtype t, const void *src, float *y, int64_t n)
         }
         return KILN_OK;
     case KILN_I32:
-    case KILN_Q4_0_X8: break; /* rows of a packed tensor: kiln_weight_dequant */
+    case KILN_Q4_0_X8:
+    case KILN_Q4_1_X8: break; /* rows of a packed tensor: kiln_weight_dequant */
     }
     return kiln_error(KILN_ERR_UNSUPPORTED, "no reader for dtype %s", kiln_dtype_name(t) ? kiln_dtype_name(t) : "?");
 }
@@ -164,32 +165,46 @@ kiln_status kiln_quant_row(kiln_dtype t, const float *x, void *dst, int64_t n) {
 /* ---- packed layouts ----------------------------------------------------------- */
 
 kiln_dtype kiln_dtype_packed(kiln_dtype plain) {
-    return plain == KILN_Q4_0 ? KILN_Q4_0_X8 : plain;
+    return plain == KILN_Q4_0 ? KILN_Q4_0_X8 : plain == KILN_Q4_1 ? KILN_Q4_1_X8 : plain;
 }
 
-/* q4_0x8: for each group of 8 rows, for each block b of 32 columns, 144
- * bytes: the 8 rows' f16 scales d[8], then qs[128] where byte 32m + 4j + e
- * (m, e in 0..3, j in 0..7) is byte 4m + e of row j's q4_0 block (low
- * nibble: column 4m + e, high nibble: column 16 + 4m + e). Groups are
- * 8 * row_stride bytes apart; a group's blocks are contiguous. */
-#define X8_BLOCK 144
+/* q4_0x8 / q4_1x8: for each group of 8 rows, for each block b of 32
+ * columns: the 8 rows' f16 scales d[8] (q4_1x8: then their f16 minimums
+ * m[8]), then qs[128] where byte 32m + 4j + e (m, e in 0..3, j in 0..7) is
+ * byte 4m + e of row j's block's nibbles (low nibble: column 4m + e, high
+ * nibble: column 16 + 4m + e). 144 (q4_0x8) or 160 (q4_1x8) bytes, 8 times
+ * the plain block. Groups are 8 * row_stride bytes apart; a group's blocks
+ * are contiguous. */
+typedef struct {
+    int plain_bytes; /* plain block: 18 (d, qs) or 20 (d, m, qs) */
+    int head;        /* packed block: bytes before qs (16 or 32) */
+} x8_layout;
+
+static int x8_layout_of(kiln_dtype t, x8_layout *l) {
+    if (t == KILN_Q4_0_X8) *l = (x8_layout){18, 16};
+    else if (t == KILN_Q4_1_X8) *l = (x8_layout){20, 32};
+    else return 0;
+    return 1;
+}
 
 kiln_status kiln_weight_dequant(kiln_dtype t, const void *w, size_t row_stride, int64_t row,
                                 int64_t k0, int64_t n, float *dst) {
-    if (t != KILN_Q4_0_X8) {
+    x8_layout l;
+    if (!x8_layout_of(t, &l)) {
         const uint8_t *p = (const uint8_t *)w + (size_t)row * row_stride + kiln_dtype_row_bytes(t, k0);
         return kiln_dequant_row(t, p, dst, n);
     }
     const uint8_t *g = (const uint8_t *)w + (size_t)(row / 8) * 8 * row_stride;
     int j = (int)(row % 8);
     for (int64_t b = k0 / 32; b < (k0 + n) / 32; b++, dst += 32) {
-        const uint8_t *blk = g + (size_t)b * X8_BLOCK;
-        float d = h2f(blk + 2 * j);
+        const uint8_t *blk = g + (size_t)b * 8 * l.plain_bytes;
+        float d = h2f(blk + 2 * j), mn = l.head == 32 ? h2f(blk + 16 + 2 * j) : -8.0f * d;
         for (int m = 0; m < 4; m++)
             for (int e = 0; e < 4; e++) {
-                uint8_t q = blk[16 + 32 * m + 4 * j + e];
-                dst[4 * m + e] = d * (float)((q & 0x0F) - 8);
-                dst[16 + 4 * m + e] = d * (float)((q >> 4) - 8);
+                uint8_t q = blk[l.head + 32 * m + 4 * j + e];
+                /* q4_0: d * (q - 8) = d * q + (-8 * d), exactly as the plain reader */
+                dst[4 * m + e] = l.head == 32 ? d * (float)(q & 0x0F) + mn : d * (float)((q & 0x0F) - 8);
+                dst[16 + 4 * m + e] = l.head == 32 ? d * (float)(q >> 4) + mn : d * (float)((q >> 4) - 8);
             }
     }
     return KILN_OK;
@@ -197,21 +212,24 @@ kiln_status kiln_weight_dequant(kiln_dtype t, const void *w, size_t row_stride, 
 
 kiln_status kiln_pack_rows(kiln_dtype packed, const void *src, size_t src_stride, int64_t nrows,
                            int64_t k, void *dst, size_t dst_stride) {
-    if (packed != KILN_Q4_0_X8)
+    x8_layout l;
+    if (!x8_layout_of(packed, &l))
         return kiln_error(KILN_ERR_UNSUPPORTED, "no packed layout %s", kiln_dtype_name(packed) ? kiln_dtype_name(packed) : "?");
     if (nrows % 8 || k % 32)
-        return kiln_error(KILN_ERR_INVALID_ARG, "q4_0x8 packs whole groups of 8 rows of whole blocks (%lld rows of %lld)",
-                          (long long)nrows, (long long)k);
+        return kiln_error(KILN_ERR_INVALID_ARG, "%s packs whole groups of 8 rows of whole blocks (%lld rows of %lld)",
+                          kiln_dtype_name(packed), (long long)nrows, (long long)k);
     const uint8_t *s = src;
     uint8_t *d = dst;
+    int qs = l.plain_bytes - 16; /* offset of the nibbles in a plain block */
     for (int64_t g = 0; g < nrows / 8; g++)
         for (int64_t b = 0; b < k / 32; b++) {
-            uint8_t *blk = d + (size_t)g * 8 * dst_stride + (size_t)b * X8_BLOCK;
+            uint8_t *blk = d + (size_t)g * 8 * dst_stride + (size_t)b * 8 * l.plain_bytes;
             for (int j = 0; j < 8; j++) {
-                const uint8_t *in = s + (size_t)(8 * g + j) * src_stride + (size_t)b * 18;
+                const uint8_t *in = s + (size_t)(8 * g + j) * src_stride + (size_t)b * l.plain_bytes;
                 memcpy(blk + 2 * j, in, 2);
+                if (l.head == 32) memcpy(blk + 16 + 2 * j, in + 2, 2);
                 for (int m = 0; m < 4; m++)
-                    memcpy(blk + 16 + 32 * m + 4 * j, in + 2 + 4 * m, 4);
+                    memcpy(blk + l.head + 32 * m + 4 * j, in + qs + 4 * m, 4);
             }
         }
     return KILN_OK;

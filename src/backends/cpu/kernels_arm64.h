@@ -510,42 +510,53 @@ KA_INLINE int32x4_t ka_dot4_neon(int32x4_t acc, int8x16_t w, int8x16_t g) {
 #endif
 
 /* The scalar table's formula per row lane: acc += f32(isum) * (dw * da),
- * msum += dw * sa, out = acc - 8 * msum. */
-KA_INLINE void ka_tile_q4x8(int64_t nb, const uint8_t *w, const uint8_t *a, float *out) {
+ * msum += m * sa (m: q4_1's minimums, or -8 * dw), out = acc + msum. */
+KA_INLINE void ka_tile_x8(int q41, int64_t nb, const uint8_t *w, const uint8_t *a, float *out) {
     float32x4_t acc[2] = {vdupq_n_f32(0), vdupq_n_f32(0)}, msum[2] = {acc[0], acc[1]};
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    const size_t bb = q41 ? 160 : 144, head = q41 ? 32 : 16;
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = w + (size_t)b * 144;
+        const uint8_t *blk = w + (size_t)b * bb;
         const kiln_cpu_block_q8 *ab = (const kiln_cpu_block_q8 *)(const void *)(a + b * sizeof(kiln_cpu_block_q8));
         int8x16_t alo = vld1q_s8(ab->q), ahi = vld1q_s8(ab->q + 16);
         int32x4_t s[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};
         for (int h = 0; h < 2; h++) { /* rows 0..3, rows 4..7 */
-#define KA_Q4X8_M(m)                                                                               \
+#define KA_X8_M(m)                                                                                 \
     do {                                                                                           \
-        uint8x16_t v = vld1q_u8(blk + 16 + 32 * (m) + 16 * h);                                     \
+        uint8x16_t v = vld1q_u8(blk + head + 32 * (m) + 16 * h);                                   \
         s[h] = KA_DOT4(s[h], vreinterpretq_s8_u8(vandq_u8(v, m4)), alo, m);                        \
         s[h] = KA_DOT4(s[h], vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), ahi, m);                       \
     } while (0)
-            KA_Q4X8_M(0);
-            KA_Q4X8_M(1);
-            KA_Q4X8_M(2);
-            KA_Q4X8_M(3);
-#undef KA_Q4X8_M
+            KA_X8_M(0);
+            KA_X8_M(1);
+            KA_X8_M(2);
+            KA_X8_M(3);
+#undef KA_X8_M
             float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(blk + 8 * h)));
+            float32x4_t mw = q41 ? vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(blk + 16 + 8 * h)))
+                                 : vmulq_n_f32(dw, -8.0f);
             acc[h] = vfmaq_f32(acc[h], vcvtq_f32_s32(s[h]), vmulq_n_f32(dw, ab->d));
-            msum[h] = vfmaq_n_f32(msum[h], dw, ab->s);
+            msum[h] = vfmaq_n_f32(msum[h], mw, ab->s);
         }
     }
-    vst1q_f32(out, vfmaq_n_f32(acc[0], msum[0], -8.0f));
-    vst1q_f32(out + 4, vfmaq_n_f32(acc[1], msum[1], -8.0f));
+    vst1q_f32(out, vaddq_f32(acc[0], msum[0]));
+    vst1q_f32(out + 4, vaddq_f32(acc[1], msum[1]));
 }
 
 static void ka_gemm_q4_0x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,
                            int64_t nt, float *out, int64_t ldo) {
     for (int64_t g = 0; g < nr / 8; g++)
         for (int64_t t = 0; t < nt; t++)
-            ka_tile_q4x8(k / 32, (const uint8_t *)w + (size_t)g * 8 * ws, (const uint8_t *)a + t * as,
-                         out + t * ldo + 8 * g);
+            ka_tile_x8(0, k / 32, (const uint8_t *)w + (size_t)g * 8 * ws, (const uint8_t *)a + t * as,
+                       out + t * ldo + 8 * g);
+}
+
+static void ka_gemm_q4_1x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,
+                           int64_t nt, float *out, int64_t ldo) {
+    for (int64_t g = 0; g < nr / 8; g++)
+        for (int64_t t = 0; t < nt; t++)
+            ka_tile_x8(1, k / 32, (const uint8_t *)w + (size_t)g * 8 * ws, (const uint8_t *)a + t * as,
+                       out + t * ldo + 8 * g);
 }
 
 /* ---- vector helpers ------------------------------------------------------------------- */
@@ -599,6 +610,7 @@ static void ka_axpy_f16(float alpha, const uint16_t *x, float *y, int64_t n) {
                 [KILN_Q4_K] = ka_gemm_q4_K,                                                        \
                 [KILN_Q6_K] = ka_gemm_q6_K,                                                        \
                 [KILN_Q4_0_X8] = ka_gemm_q4_0x8,                                                   \
+                [KILN_Q4_1_X8] = ka_gemm_q4_1x8,                                                   \
             },                                                                                     \
         .dot_f32 = ka_dot_f32,                                                                     \
         .dot_f16 = ka_dot_f16,                                                                     \

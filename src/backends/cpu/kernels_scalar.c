@@ -161,33 +161,44 @@ GEMM_Q(gemm_q4_1, dot_q4_1, kiln_cpu_block_q8, 32)
 GEMM_Q(gemm_q4_K, dot_q4_K, kiln_cpu_block_q8k, 256)
 GEMM_Q(gemm_q6_K, dot_q6_K, kiln_cpu_block_q8k, 256)
 
-/* q4_0x8 (8 rows interleaved, quant.c): per block and row j, the integer
- * sum of nibble * qa, then sum += f32(is) * (dw * da) and, for the -8, a
- * separate msum += dw * sa; out = sum - 8 * msum. The SIMD variants compute
- * the same per row lane. */
-static void gemm_q4_0x8(int64_t k, const void *w_, size_t ws, int64_t nr, const void *a_, size_t as,
-                        int64_t nt, float *out, int64_t ldo) {
-    const uint8_t *w = w_, *a = a_;
-    int64_t nb = k / 32;
+/* q4_0x8 / q4_1x8 (8 rows interleaved, quant.c): per block and row j, the
+ * integer sum of nibble * qa, then sum += f32(is) * (dw * da) and, for the
+ * minimum m (q4_1's, or q4_0's -8 as m = -8 * dw, exact), a separate
+ * msum += m * sa; out = sum + msum. The SIMD variants compute the same per
+ * row lane. */
+static void gemm_x8(int q41, int64_t k, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a,
+                    size_t as, int64_t nt, float *out, int64_t ldo) {
+    const int64_t nb = k / 32;
+    const size_t bb = q41 ? 160 : 144, head = q41 ? 32 : 16;
     for (int64_t g = 0; g < nr / 8; g++)
         for (int64_t t = 0; t < nt; t++)
             for (int j = 0; j < 8; j++) {
                 float sum = 0.0f, msum = 0.0f;
                 const kiln_cpu_block_q8 *ab = (const kiln_cpu_block_q8 *)(const void *)(a + t * as);
                 for (int64_t b = 0; b < nb; b++, ab++) {
-                    const uint8_t *blk = w + (size_t)g * 8 * ws + (size_t)b * 144;
+                    const uint8_t *blk = w + (size_t)g * 8 * ws + (size_t)b * bb;
                     int is = 0;
                     for (int m = 0; m < 4; m++)
                         for (int e = 0; e < 4; e++) {
-                            uint8_t q = blk[16 + 32 * m + 4 * j + e];
+                            uint8_t q = blk[head + 32 * m + 4 * j + e];
                             is += (q & 0x0F) * ab->q[4 * m + e] + (q >> 4) * ab->q[16 + 4 * m + e];
                         }
-                    float dw = ld_f16(blk + 2 * j);
+                    float dw = ld_f16(blk + 2 * j), mw = q41 ? ld_f16(blk + 16 + 2 * j) : -8.0f * dw;
                     sum += (float)is * (dw * ab->d);
-                    msum += dw * ab->s;
+                    msum += mw * ab->s;
                 }
-                out[t * ldo + 8 * g + j] = sum - 8.0f * msum;
+                out[t * ldo + 8 * g + j] = sum + msum;
             }
+}
+
+static void gemm_q4_0x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,
+                        int64_t nt, float *out, int64_t ldo) {
+    gemm_x8(0, k, w, ws, nr, a, as, nt, out, ldo);
+}
+
+static void gemm_q4_1x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,
+                        int64_t nt, float *out, int64_t ldo) {
+    gemm_x8(1, k, w, ws, nr, a, as, nt, out, ldo);
 }
 
 /* ---- vector helpers ---------------------------------------------------------- */
@@ -229,6 +240,7 @@ const kiln_cpu_kernels kiln_cpu_kernels_scalar = {
             [KILN_Q4_K] = gemm_q4_K,
             [KILN_Q6_K] = gemm_q6_K,
             [KILN_Q4_0_X8] = gemm_q4_0x8,
+            [KILN_Q4_1_X8] = gemm_q4_1x8,
         },
     .dot_f32 = dot_f32,
     .dot_f16 = dot_f16,

@@ -329,7 +329,7 @@ KX_GEMM(kx_gemm_q8_0, KX_TILE_Q8_0, KX_Q_R, KX_Q_T, KX_G_R)
 KX_GEMM(kx_gemm_q4_0, KX_TILE_Q4_0, KX_Q_R, KX_Q_T, KX_G_R)
 KX_GEMM(kx_gemm_q4_1, KX_TILE_Q4_1, KX_Q_R, KX_Q_T, KX_G_R)
 
-/* ---- q4_0x8 weights (8 rows interleaved) x Q8 activations ---------------------------- */
+/* ---- q4_0x8, q4_1x8 weights (8 rows interleaved) x Q8 activations ------------------- */
 /* One 32-byte vector of a packed block holds 4 consecutive columns of each
  * of the 8 rows (quant.c); its low nibbles times the activation's matching
  * 4 values, broadcast to every 32-bit lane, give each row's partial dot
@@ -337,30 +337,33 @@ KX_GEMM(kx_gemm_q4_1, KX_TILE_Q4_1, KX_Q_R, KX_Q_T, KX_G_R)
  * (convert, FMA) is done once for 8 rows. Per block and activation row t:
  *   AVX2: 8 VPMADDUBSW summed in i16 (|sum| <= 8 * 2 * 15 * 127 = 30480,
  *         no saturation), one VPMADDWD by 1.  VNNI: 8 VPDPBUSD.
- *   acc_t += f32(isum) * (dw * da) ; msum_t += dw * sa ; out = acc - 8 * msum
- * (the scalar table's formula, lane for lane: 8 * msum is exact). */
+ *   acc_t += f32(isum) * (dw * da) ; msum_t += m * sa ; out = acc + msum
+ * with m = q4_1's minimums or q4_0's -8 * dw (exact): the scalar table's
+ * formula, lane for lane. */
 KX_INLINE __m256i kx_bcast4(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
     return _mm256_set1_epi32(v);
 }
 
-KX_INLINE void kx_tile_q4x8(const int T, int64_t nb, const uint8_t *w, size_t pf,
-                            const uint8_t *a, size_t as, float *out, int64_t ldo) {
-    const size_t ab = sizeof(kiln_cpu_block_q8);
+KX_INLINE void kx_tile_x8(int q41, const int T, int64_t nb, const uint8_t *w, size_t pf,
+                          const uint8_t *a, size_t as, float *out, int64_t ldo) {
+    const size_t ab = sizeof(kiln_cpu_block_q8), bb = q41 ? 160 : 144, head = q41 ? 32 : 16;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[KX_X8_T], msum[KX_X8_T];
     KX_UNROLL for (int t = 0; t < T; t++) acc[t] = msum[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = w + (size_t)b * 144;
-        if (pf) kx_prefetch_next(blk + pf, 144);
+        const uint8_t *blk = w + (size_t)b * bb;
+        if (pf) kx_prefetch_next(blk + pf, (int)bb);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)blk));
+        const __m256 mw = q41 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(blk + 16)))
+                              : _mm256_mul_ps(dw, _mm256_set1_ps(-8.0f));
         __m256i s[KX_X8_T];
 #if KX_VNNI
         KX_UNROLL for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
 #endif
         KX_UNROLL for (int m = 0; m < 4; m++) {
-            __m256i v = kx_load(blk + 16 + 32 * m);
+            __m256i v = kx_load(blk + head + 32 * m);
             __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
             KX_UNROLL for (int t = 0; t < T; t++) {
                 const int8_t *q = (const int8_t *)(a + t * as + b * ab + offsetof(kiln_cpu_block_q8, q));
@@ -381,16 +384,14 @@ KX_INLINE void kx_tile_q4x8(const int T, int64_t nb, const uint8_t *w, size_t pf
 #endif
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(dw, _mm256_broadcast_ss(pa)),
                                      acc[t]);
-            msum[t] = _mm256_fmadd_ps(dw, _mm256_broadcast_ss(pa + 1), msum[t]);
+            msum[t] = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(pa + 1), msum[t]);
         }
     }
-    KX_UNROLL for (int t = 0; t < T; t++)
-        _mm256_storeu_ps(out + t * ldo, _mm256_fmadd_ps(msum[t], _mm256_set1_ps(-8.0f), acc[t]));
+    KX_UNROLL for (int t = 0; t < T; t++) _mm256_storeu_ps(out + t * ldo, _mm256_add_ps(acc[t], msum[t]));
 }
 
-static void kx_gemm_q4_0x8(int64_t k, const void *w_, size_t ws, int64_t nr, const void *a_,
-                           size_t as, int64_t nt, float *out, int64_t ldo) {
-    const uint8_t *w = w_, *a = a_;
+KX_INLINE void kx_gemm_x8(int q41, int64_t k, const uint8_t *w, size_t ws, int64_t nr,
+                          const uint8_t *a, size_t as, int64_t nt, float *out, int64_t ldo) {
     const int64_t nb = k / 32, groups = nr / 8;
     const size_t gs = 8 * ws;
     for (int64_t g = 0; g < groups; g++) {
@@ -399,10 +400,20 @@ static void kx_gemm_q4_0x8(int64_t k, const void *w_, size_t ws, int64_t nr, con
         size_t pf = nt == 1 && g + 1 < groups ? gs : 0;
         int64_t t = 0;
         for (; t + KX_X8_T <= nt; t += KX_X8_T)
-            kx_tile_q4x8(KX_X8_T, nb, wg, 0, a + t * as, as, out + t * ldo + 8 * g, ldo);
+            kx_tile_x8(q41, KX_X8_T, nb, wg, 0, a + t * as, as, out + t * ldo + 8 * g, ldo);
         for (; t < nt; t++)
-            kx_tile_q4x8(1, nb, wg, pf, a + t * as, as, out + t * ldo + 8 * g, ldo);
+            kx_tile_x8(q41, 1, nb, wg, pf, a + t * as, as, out + t * ldo + 8 * g, ldo);
     }
+}
+
+static void kx_gemm_q4_0x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a,
+                           size_t as, int64_t nt, float *out, int64_t ldo) {
+    kx_gemm_x8(0, k, w, ws, nr, a, as, nt, out, ldo);
+}
+
+static void kx_gemm_q4_1x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a,
+                           size_t as, int64_t nt, float *out, int64_t ldo) {
+    kx_gemm_x8(1, k, w, ws, nr, a, as, nt, out, ldo);
 }
 
 /* ---- q4_K, q6_K weights x Q8K activations ---------------------------------------- */
@@ -642,6 +653,7 @@ static void kx_axpy_f16(float alpha, const uint16_t *x, float *y, int64_t n) {
                 [KILN_Q4_K] = kx_gemm_q4_K,                                                        \
                 [KILN_Q6_K] = kx_gemm_q6_K,                                                        \
                 [KILN_Q4_0_X8] = kx_gemm_q4_0x8,                                                   \
+                [KILN_Q4_1_X8] = kx_gemm_q4_1x8,                                                   \
             },                                                                                     \
         .dot_f32 = kx_dot_f32,                                                                     \
         .dot_f16 = kx_dot_f16,                                                                     \
