@@ -20,8 +20,12 @@ void kiln_compile_options_init(kiln_compile_options *o) {
     o->prefill = DEFAULT_PREFILL;
 }
 
-/* Parses "a:opts,b" and assigns each node the first backend that supports
- * it; nodes none supports fall back to ref. */
+/* The input of a node that is a weight matrix (matmul, logits: 1;
+ * get_rows: 0), or -1. */
+static int weight_slot(const kiln_node *n) {
+    return n->op == KILN_OP_GET_ROWS ? 0 : (n->op == KILN_OP_MATMUL || n->op == KILN_OP_LOGITS) ? 1 : -1;
+}
+
 /* Converts matmul and embedding weights to `target` (see kiln_compile_options.quant). */
 static kiln_status quantize(kiln_module *m, const kiln_compile_options *o) {
     if (!o->quant || !strcmp(o->quant, "keep")) return KILN_OK;
@@ -40,8 +44,7 @@ static kiln_status quantize(kiln_module *m, const kiln_compile_options *o) {
         const kiln_graph *g = &m->methods[k];
         for (int i = 0; i < g->n_nodes; i++) {
             const kiln_node *n = &g->nodes[i];
-            int w = n->op == KILN_OP_GET_ROWS ? n->in[0]
-                    : (n->op == KILN_OP_MATMUL || n->op == KILN_OP_LOGITS) ? n->in[1] : -1;
+            int w = weight_slot(n) >= 0 ? n->in[weight_slot(n)] : -1;
             if (w >= 0 && g->values[w].kind == KILN_VAL_CONST) is_weight[g->values[w].ref] = 1;
         }
     }
@@ -131,7 +134,7 @@ static kiln_status pack(kiln_module *m, const kiln_compile_options *o) {
         const kiln_graph *g = &m->methods[k];
         for (int i = 0; i < g->n_nodes; i++) {
             const kiln_node *n = &g->nodes[i];
-            int wslot = n->op == KILN_OP_GET_ROWS ? 0 : (n->op == KILN_OP_MATMUL || n->op == KILN_OP_LOGITS) ? 1 : -1;
+            int wslot = weight_slot(n);
             for (int j = 0; j < n->n_in; j++) {
                 const kiln_value *v = &g->values[n->in[j]];
                 if (v->kind != KILN_VAL_CONST) continue;
@@ -185,6 +188,8 @@ static kiln_status pack(kiln_module *m, const kiln_compile_options *o) {
     return st;
 }
 
+/* Parses "a:opts,b" and assigns each node the first backend that supports
+ * it; nodes none supports fall back to ref. */
 static kiln_status partition(kiln_module *m, const char *spec) {
     char buf[1024];
     if (strlen(spec) >= sizeof buf) return kiln_error(KILN_ERR_INVALID_ARG, "backend list too long");

@@ -543,21 +543,16 @@ KA_INLINE void ka_tile_x8(int q41, int64_t nb, const uint8_t *w, const uint8_t *
     vst1q_f32(out + 4, vaddq_f32(acc[1], msum[1]));
 }
 
-static void ka_gemm_q4_0x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,
-                           int64_t nt, float *out, int64_t ldo) {
-    for (int64_t g = 0; g < nr / 8; g++)
-        for (int64_t t = 0; t < nt; t++)
-            ka_tile_x8(0, k / 32, (const uint8_t *)w + (size_t)g * 8 * ws, (const uint8_t *)a + t * as,
-                       out + t * ldo + 8 * g);
-}
-
-static void ka_gemm_q4_1x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,
-                           int64_t nt, float *out, int64_t ldo) {
-    for (int64_t g = 0; g < nr / 8; g++)
-        for (int64_t t = 0; t < nt; t++)
-            ka_tile_x8(1, k / 32, (const uint8_t *)w + (size_t)g * 8 * ws, (const uint8_t *)a + t * as,
-                       out + t * ldo + 8 * g);
-}
+#define KA_GEMM_X8(name, q41)                                                                      \
+    static void name(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,    \
+                     int64_t nt, float *out, int64_t ldo) {                                        \
+        for (int64_t g = 0; g < nr / 8; g++)                                                       \
+            for (int64_t t = 0; t < nt; t++)                                                       \
+                ka_tile_x8(q41, k / 32, (const uint8_t *)w + (size_t)g * 8 * ws,                   \
+                           (const uint8_t *)a + t * as, out + t * ldo + 8 * g);                    \
+    }
+KA_GEMM_X8(ka_gemm_q4_0x8, 0)
+KA_GEMM_X8(ka_gemm_q4_1x8, 1)
 
 /* ---- vector helpers ------------------------------------------------------------------- */
 static float ka_dot_f32(const float *a, const float *b, int64_t n) {
