@@ -10,22 +10,8 @@ trap 'rm -rf "$WORK"' EXIT
 FIX=${KILN_MAKE_FIXTURE:?make_fixture path}
 HERE=$(cd "$(dirname "$0")" && pwd)
 SHARED=${KILN_SHARED_DATA:-$HERE/../../shared/data}
-pass=0 fail=0 skip=0
+. "$(dirname "$0")/lib.sh"
 
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; [ -n "${2:-}" ] && echo "  $2"; }
-# expect NAME RC GREP -- CMD...: runs CMD, checks its exit code and that
-# stdout+stderr contain GREP (empty: no check).
-expect() {
-  local name=$1 want=$2 pat=$3
-  shift 4
-  local out rc
-  out=$("$@" 2>&1)
-  rc=$?
-  if [ "$rc" != "$want" ]; then bad "$name" "exit $rc, expected $want: $(echo "$out" | head -3)"; return; fi
-  if [ -n "$pat" ] && ! grep -qF -- "$pat" <<<"$out"; then bad "$name" "output lacks '$pat': $(echo "$out" | head -3)"; return; fi
-  ok "$name"
-}
 
 "$FIX" "$WORK" 5 || { echo "make_fixture failed"; exit 1; }
 M=$WORK/model.bin T=$WORK/tok.bin P=$WORK/m.kiln

@@ -9,7 +9,6 @@
 
 #include "kiln/kiln.h"
 #include "kiln/kiln_llm.h"
-#include "kiln/kiln_llm.h"
 
 enum { KILN_EXIT_OK = 0, KILN_EXIT_FAIL = 1, KILN_EXIT_USAGE = 2, KILN_EXIT_INTERRUPTED = 130 };
 
@@ -57,6 +56,9 @@ int kiln_cmd_info(int argc, char **argv);
 int kiln_cmd_generate(int argc, char **argv);
 int kiln_cmd_tokenize(int argc, char **argv);
 int kiln_cmd_chat(int argc, char **argv);
+int kiln_cmd_perplexity(int argc, char **argv);
+int kiln_cmd_run(int argc, char **argv);
+int kiln_cmd_bench(int argc, char **argv);
 
 /* Chat helpers (cmd_chat.c). The format: `override` (a name, or a Jinja
  * file whose text is detected) when given, else the program's template. */

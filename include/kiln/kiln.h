@@ -107,6 +107,12 @@ typedef struct kiln_open_options {
      * else the best this CPU runs. A variant the CPU cannot run is
      * KILN_ERR_UNSUPPORTED naming the variants it can. */
     const char *cpu_variant;
+    /* Run every node on this backend ("cpu", "ref") instead of the ones the
+     * compiler chose: NULL = as compiled. A node the backend cannot run is
+     * KILN_ERR_UNSUPPORTED naming it. Nothing is a fallback then. (The
+     * memory plan does not depend on the backend: every op's scratch rule
+     * covers them all.) */
+    const char *backend;
 } kiln_open_options;
 
 /* kiln_program_open with options (NULL = all defaults). */

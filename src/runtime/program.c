@@ -23,6 +23,28 @@ kiln_status kiln_program_open(const char *path, kiln_program **out) {
     return kiln_program_open_with(path, NULL, out);
 }
 
+/* kiln_open_options.backend: every node of every method moves to backend
+ * `name`, which becomes the module's only backend, before any backend opens. */
+static kiln_status force_backend(kiln_module *m, const char *path, const char *name) {
+    const kiln_backend *b = kiln_backend_find(name);
+    if (!b) return kiln_error(KILN_ERR_UNSUPPORTED, "this build of kiln has no backend '%s'", name);
+    for (int k = 0; k < m->n_methods; k++)
+        for (int i = 0; i < m->methods[k].n_nodes; i++) {
+            const kiln_node *n = &m->methods[k].nodes[i];
+            if (!b->supports(m, &m->methods[k], n))
+                return kiln_error(KILN_ERR_UNSUPPORTED, "'%s': method '%s', node '%s' (%s) cannot run on backend %s",
+                                  kiln_basename(path), m->methods[k].name, n->name, kiln_op_get(n->op)->name, name);
+        }
+    char *s = kiln_strdup(name);
+    if (!s) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < m->n_backends; i++) kiln_free(m->backends[i]);
+    m->backends[0] = s;
+    m->n_backends = 1;
+    for (int k = 0; k < m->n_methods; k++)
+        for (int i = 0; i < m->methods[k].n_nodes; i++) m->methods[k].nodes[i].backend = 0;
+    return KILN_OK;
+}
+
 kiln_status kiln_program_open_with(const char *path, const kiln_open_options *options,
                                    kiln_program **out) {
     static const kiln_open_options defaults;
@@ -40,6 +62,7 @@ kiln_status kiln_program_open_with(const char *path, const kiln_open_options *op
     kiln_status st = kiln_file_map_open(path, &p->map);
     if (!st)
         st = kiln_program_parse(p->map.data, p->map.size, path, &p->mod, p->sections, &p->n_sections);
+    if (!st && options->backend && p->mod.n_backends > 0) st = force_backend(&p->mod, path, options->backend);
     if (st) goto fail;
 
     int nb = p->mod.n_backends;
@@ -64,7 +87,7 @@ kiln_status kiln_program_open_with(const char *path, const kiln_open_options *op
         if (b->open && (st = b->open(&p->mod, options, &p->backend_ctx[i]))) goto fail;
         /* A node on ref is a fallback when the user did not ask for ref. */
         p->fallback[i] = b == kiln_backend_ref() && req && req->type == KILN_META_STR &&
-                         !list_names(req->s, "ref");
+                         !list_names(req->s, "ref") && !options->backend;
     }
     for (int k = 0; k < p->mod.n_methods; k++) {
         const kiln_graph *g = &p->mod.methods[k];
