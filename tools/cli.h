@@ -9,6 +9,7 @@
 
 #include "kiln/kiln.h"
 #include "kiln/kiln_llm.h"
+#include "kiln/kiln_trace.h"
 
 enum { KILN_EXIT_OK = 0, KILN_EXIT_FAIL = 1, KILN_EXIT_USAGE = 2, KILN_EXIT_INTERRUPTED = 130 };
 

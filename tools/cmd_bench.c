@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "base/json.h"
 #include "cli.h"
 #include "runtime/machine.h"
 #include "runtime/runtime.h"
@@ -35,6 +36,8 @@ static const char *HELP =
     "                       them and store them in $KILN_CACHE/machine.json\n"
     "                       (default cache ~/.cache/kiln)\n"
     "  --mem-mib N          --machine: size of the buffer streamed (default 1024)\n"
+    "  --trace FILE         record a profile of every method call, warm-ups\n"
+    "                       included (docs/TRACE.md; one -t value)\n"
     "  -h, --help           this text\n"
     "\n"
     "examples:\n"
@@ -275,17 +278,7 @@ static void fmt_params(char *buf, size_t cap, uint64_t n) {
 }
 
 static void json_str(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
+    kiln_json_fput_str(stdout, s);
 }
 
 static void csv_str(const char *s) {
@@ -363,7 +356,7 @@ static void print_result(int fmt, const model_info *mi, const result *r, int fir
 /* ---- the command ------------------------------------------------------------------- */
 
 int kiln_cmd_bench(int argc, char **argv) {
-    const char *cmd = "bench", *model = NULL, *val;
+    const char *cmd = "bench", *model = NULL, *val, *trace_path = NULL;
     int_list pp = {{512}, 1}, tg = {{128}, 1}, threads = {{0}, 0};
     int reps = 5, fmt = OUT_TABLE, machine = 0;
     long long v, mem_mib = 1024;
@@ -404,6 +397,8 @@ int kiln_cmd_bench(int argc, char **argv) {
                 return kiln_cli_usage_error(cmd, "%s must be table, csv or json, got '%s'", a, val);
         } else if (!strcmp(a, "--machine")) {
             machine = 1;
+        } else if (!strcmp(a, "--trace")) {
+            if (!(trace_path = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
         } else if (!strcmp(a, "--mem-mib")) {
             if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
             if (kiln_cli_int(val, 1, 1 << 20, &mem_mib))
@@ -430,6 +425,8 @@ int kiln_cmd_bench(int argc, char **argv) {
         return run_machine(cmd, n, mem_mib);
     }
     if (!model) return kiln_cli_usage_error(cmd, "no model given (-m FILE)");
+    if (trace_path && threads.n > 1)
+        return kiln_cli_usage_error(cmd, "--trace records one thread count: give one -t value");
     if (!threads.n) threads.v[threads.n++] = default_threads();
     int any = 0;
     for (int i = 0; i < pp.n; i++)
@@ -492,6 +489,13 @@ int kiln_cmd_bench(int argc, char **argv) {
             kiln_program_close(p);
             break;
         }
+        kiln_trace *trace = NULL;
+        if (trace_path && ((st = kiln_trace_create(&trace)) || (st = kiln_session_set_trace(s, trace)))) {
+            kiln_trace_free(trace);
+            kiln_session_destroy(s);
+            kiln_program_close(p);
+            break;
+        }
         for (int k = 0; k < pp.n + tg.n && !st; k++) {
             int is_pp = k < pp.n, n = is_pp ? pp.v[k] : tg.v[k - pp.n];
             if (!n) continue;
@@ -521,6 +525,14 @@ int kiln_cmd_bench(int argc, char **argv) {
                 }
             }
             free(r);
+        }
+        if (trace) {
+            kiln_status ts = kiln_trace_write(trace, s, trace_path);
+            if (!st) st = ts;
+            if (!ts)
+                fprintf(stderr, "kiln bench: trace of %lld events written to %s\n",
+                        (long long)kiln_trace_event_count(trace), trace_path);
+            kiln_trace_free(trace);
         }
         kiln_session_destroy(s);
         kiln_program_close(p);

@@ -47,6 +47,8 @@ static const char *HELP =
     "                       (--chat; default: the program's template)\n"
     "  --print-ids          print only the generated ids on one line\n"
     "  --stats-json FILE    write the generation statistics as JSON to FILE\n"
+    "  --trace FILE         record a profile of every method call (docs/TRACE.md;\n"
+    "                       read it with kiln inspect)\n"
     "  --no-stats           no statistics block on stderr\n"
     "  -h, --help           this text\n"
     "\n"
@@ -242,7 +244,8 @@ static long long peak_rss(void) {
 
 int kiln_cmd_generate(int argc, char **argv) {
     const char *cmd = "generate", *model = NULL, *prompt = NULL, *prompt_ids = NULL;
-    const char *stats_json = NULL, *system = NULL, *chat_template = NULL;
+    const char *stats_json = NULL, *system = NULL, *chat_template = NULL, *trace_path = NULL;
+    kiln_trace *trace = NULL;
     int chat = 0, think = 1;
     kiln_cli_sampling smp;
     kiln_cli_sampling_init(&smp);
@@ -268,6 +271,8 @@ int kiln_cmd_generate(int argc, char **argv) {
             if (!*val) return kiln_cli_usage_error(cmd, "--stop needs a non-empty string");
             if (n_stop == MAX_STOP) return kiln_cli_usage_error(cmd, "--stop given more than %d times", MAX_STOP);
             stop[n_stop++] = argv[i];
+        } else if (!strcmp(a, "--trace")) {
+            if (!(trace_path = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
         } else if (!strcmp(a, "--stats-json")) {
             if (!(stats_json = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
         } else if (!strcmp(a, "--chat")) {
@@ -360,6 +365,10 @@ int kiln_cmd_generate(int argc, char **argv) {
         goto done;
     }
     double load_ms = now_ms() - load_t0;
+    if (trace_path && ((st = kiln_trace_create(&trace)) || (st = kiln_session_set_trace(sess, trace)))) {
+        rc = kiln_cli_fail(cmd, st);
+        goto done;
+    }
     if ((st = kiln_generate_check(prog, ids, n_ids, &o))) {
         rc = kiln_cli_fail(cmd, st);
         goto done;
@@ -378,6 +387,7 @@ int kiln_cmd_generate(int argc, char **argv) {
     kiln_generate_result res;
     pr.generating = 1;
     st = kiln_generate(sess, ids, n_ids, &o, &res);
+    if (trace) kiln_trace_set_positions(trace, st ? 0 : res.n_prompt + res.n_generated);
     if (st) {
         if (!print_ids) fflush(stdout);
         rc = kiln_cli_fail(cmd, st);
@@ -397,6 +407,14 @@ int kiln_cmd_generate(int argc, char **argv) {
         rc = KILN_EXIT_INTERRUPTED;
     }
 done:
+    if (trace) { /* what was recorded, even after a failure */
+        kiln_status ts = kiln_trace_write(trace, sess, trace_path);
+        if (ts) rc = kiln_cli_fail(cmd, ts);
+        else fprintf(stderr, "kiln generate: trace of %lld events written to %s\n",
+                     (long long)kiln_trace_event_count(trace), trace_path);
+        kiln_session_set_trace(sess, NULL);
+        kiln_trace_free(trace);
+    }
     free(pr.held);
     kiln_detokenizer_free(pr.detok);
     free(ids);

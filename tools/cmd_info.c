@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "cli.h"
 #include "ir/ops.h"
 #include "runtime/runtime.h"
@@ -24,13 +25,7 @@ static const char *HELP =
     "  kiln info stories.kiln --verify\n";
 
 static void json_str(const char *s) {
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') printf("\\%c", *p);
-        else if (*p < 0x20) printf("\\u%04x", *p);
-        else putchar(*p);
-    }
-    putchar('"');
+    kiln_json_fput_str(stdout, s);
 }
 
 static void shape_json(int ndim, const int64_t *ne) {

@@ -51,6 +51,8 @@ static const char *HELP =
     "                         [-1, 1), other integers 0); with --inputs, makes\n"
     "                         only those the folder lacks (default without\n"
     "                         --inputs: seed 0)\n"
+    "  --trace FILE           record a profile of every method call, warm-ups\n"
+    "                         included (docs/TRACE.md; read it with kiln inspect)\n"
     "  --output-dir DIR       write the last iteration's inputs and outputs of\n"
     "                         every method run, as a tensor folder\n"
     "  --backend cpu|ref      run every node on this backend instead of the one\n"
@@ -73,7 +75,7 @@ static const char *HELP =
 /* ---- options ------------------------------------------------------------------- */
 
 typedef struct {
-    const char *model, *method, *inputs, *output_dir, *backend;
+    const char *model, *method, *inputs, *output_dir, *backend, *trace;
     long long iterations, warm_up, seed, threads, prompt_len, gen_len;
     int have_seed, have_prompt_len, have_gen_len;
 } options;
@@ -100,6 +102,8 @@ static int parse_args(int argc, char **argv, options *o, int *help) {
             str = &o->inputs;
         else if (!strcmp(a, "--output-dir"))
             str = &o->output_dir;
+        else if (!strcmp(a, "--trace"))
+            str = &o->trace;
         else if (!strcmp(a, "--backend"))
             str = &o->backend;
         else if (!strcmp(a, "--iteration") || !strcmp(a, "--iterations"))
@@ -709,6 +713,7 @@ int kiln_cmd_run(int argc, char **argv) {
     memset(&r, 0, sizeof r);
     r.o = &o;
     double *times = NULL;
+    kiln_trace *trace = NULL;
     kiln_tensor_folder out_dir = {0};
     kiln_status st;
     kiln_open_options oo;
@@ -771,6 +776,7 @@ int kiln_cmd_run(int argc, char **argv) {
         }
     }
     if ((st = kiln_session_create(r.prog, &r.sess))) goto fail;
+    if (o.trace && ((st = kiln_trace_create(&trace)) || (st = kiln_session_set_trace(r.sess, trace)))) goto fail;
     if (o.output_dir && (st = kiln_tensor_folder_create(o.output_dir, &out_dir))) goto fail;
     if (!(times = calloc((size_t)o.iterations, sizeof *times))) {
         st = kiln_error(KILN_ERR_NOMEM, "out of memory");
@@ -818,6 +824,14 @@ int kiln_cmd_run(int argc, char **argv) {
 fail:
     rc = kiln_cli_fail(CMD, st);
 out:
+    if (trace) { /* what was recorded, a failed iteration included */
+        if (r.llm) kiln_trace_set_positions(trace, r.pos);
+        kiln_status ts = kiln_trace_write(trace, r.sess, o.trace);
+        if (ts) rc = kiln_cli_fail(CMD, ts);
+        else fprintf(stderr, "kiln run: trace of %lld events written to %s\n",
+                     (long long)kiln_trace_event_count(trace), o.trace);
+        kiln_trace_free(trace);
+    }
     kiln_tensor_folder_free(&out_dir);
     free(times);
     for (int j = 0; r.m && j < r.n_m; j++)

@@ -720,3 +720,16 @@ kiln_status kiln_json_get_arr(const kiln_json *obj, const char *what, const char
     *out = v;
     return KILN_OK;
 }
+
+void kiln_json_fput_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}

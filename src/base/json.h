@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "base/base.h"
 
@@ -57,6 +58,10 @@ kiln_status kiln_json_parse(const char *text, size_t len, const char *what, int 
                             kiln_json_doc *doc);
 /* Frees the arena; NULL or an empty document is a no-op. */
 void kiln_json_free(kiln_json_doc *doc);
+
+/* Writes s as a JSON string literal (quotes, \" \\ and \u00XX escapes for
+ * control bytes; other bytes as they are). */
+void kiln_json_fput_str(FILE *f, const char *s);
 
 /* "null", "a boolean", "a number", "a string", "an array", "an object". */
 const char *kiln_json_type_name(kiln_json_type t);

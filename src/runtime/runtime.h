@@ -27,7 +27,16 @@ struct kiln_session {
     kiln_tensor **vals;  /* per method: one view per value, data resolved at create */
     uint8_t **input_set; /* per method, per input: set since creation */
     int last_method;     /* the method whose outputs the arena holds, or -1 */
+    struct kiln_trace *trace; /* kiln_session_set_trace; NULL = not recording */
 };
+
+/* trace.c, called by the executor while a trace is attached. Times are ns
+ * since the trace was created (kiln_trace_now). */
+uint64_t kiln_trace_now(const struct kiln_trace *t);
+void kiln_trace_call_begin(struct kiln_trace *t);
+void kiln_trace_node(struct kiln_trace *t, const kiln_program *p, int method, int index, const kiln_node *n,
+                     const kiln_tensor *const *in, const kiln_tensor *out, uint64_t t0, uint64_t t1);
+void kiln_trace_method(struct kiln_trace *t, int method, int64_t tokens, uint64_t t0, uint64_t t1, int ok);
 
 /* 1 when node n of method g ran on ref although another backend was asked for. */
 int kiln_program_node_is_fallback(const kiln_program *p, const kiln_node *n);

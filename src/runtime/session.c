@@ -143,6 +143,12 @@ kiln_status kiln_session_execute(kiln_session *s, int method) {
         }
     }
     s->last_method = -1; /* a failed call leaves no readable outputs */
+    struct kiln_trace *tr = s->trace;
+    uint64_t call_t0 = 0;
+    if (tr) {
+        kiln_trace_call_begin(tr);
+        call_t0 = kiln_trace_now(tr);
+    }
     uint8_t *scratch = s->arena + g->scratch_offset;
     uint64_t scratch_bytes = g->arena_bytes - g->scratch_offset;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -153,16 +159,23 @@ kiln_status kiln_session_execute(kiln_session *s, int method) {
         kiln_tensor *out = &vals[n->out];
         kiln_tensor shape = *out;
         char err[400];
-        if (info->shape(n, in, &shape, err, sizeof err))
+        if (info->shape(n, in, &shape, err, sizeof err)) {
+            if (tr) kiln_trace_method(tr, method, T, call_t0, kiln_trace_now(tr), 0);
             return kiln_error(KILN_ERR_INVALID_ARG, "method '%s', node '%s' (%s): %s", g->name,
                               n->name, info->name, err);
+        }
         memcpy(out->ne, shape.ne, sizeof shape.ne);
+        uint64_t t0 = tr ? kiln_trace_now(tr) : 0;
         kiln_status st = p->backends[n->backend]->exec(p->backend_ctx[n->backend], n, in, out,
                                                        scratch, scratch_bytes);
-        if (st)
+        if (tr) kiln_trace_node(tr, p, method, i, n, in, out, t0, kiln_trace_now(tr));
+        if (st) {
+            if (tr) kiln_trace_method(tr, method, T, call_t0, kiln_trace_now(tr), 0);
             return kiln_error_wrap(st, "method '%s', node '%s' (%s on %s)", g->name, n->name,
                                    info->name, p->mod.backends[n->backend]);
+        }
     }
+    if (tr) kiln_trace_method(tr, method, T, call_t0, kiln_trace_now(tr), 1);
     s->last_method = method;
     return KILN_OK;
 }

@@ -1,0 +1,317 @@
+/* trace.c: profile recording (kiln_trace.h) and the trace file
+ * (docs/TRACE.md). The executor (session.c) calls kiln_trace_node for each
+ * node and kiln_trace_method when a call ends; both append fixed-size
+ * records. Partitions are derived when a call ends: each maximal run of
+ * consecutive nodes on one backend is one partition event spanning its
+ * nodes. Everything textual is produced by kiln_trace_write. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/json.h"
+#include "kiln/kiln_trace.h"
+#include "runtime/runtime.h"
+
+enum { EV_METHOD, EV_PARTITION, EV_NODE };
+
+typedef struct trace_ev {
+    uint8_t kind;
+    uint8_t fallback;
+    uint8_t ok; /* method: the call succeeded */
+    int16_t backend;
+    int32_t method;
+    int32_t node;      /* node index; partition: its first node */
+    int32_t node_last; /* partition: its last node */
+    int32_t partition; /* node: its partition within the call */
+    int64_t call;      /* the method call it belongs to, from 0 */
+    int64_t tokens;    /* method: T */
+    uint64_t t0, t1;   /* ns since the trace was created */
+    double flops, bytes;
+    const char *unit; /* the backend's own string, lives as long as the program */
+} trace_ev;
+
+#define TRACE_BLOCK 4096
+
+typedef struct trace_block {
+    struct trace_block *next;
+    int n;
+    trace_ev ev[TRACE_BLOCK];
+} trace_block;
+
+struct kiln_trace {
+    const kiln_program *prog;
+    uint64_t origin;
+    trace_block *head, *tail;
+    int64_t n_events, n_calls;
+    int64_t call_first; /* index of the current call's first node event */
+    int64_t positions;
+};
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t kiln_trace_now(const kiln_trace *t) {
+    return now_ns() - t->origin;
+}
+
+kiln_status kiln_trace_create(kiln_trace **out) {
+    *out = NULL;
+    kiln_trace *t = kiln_calloc(1, sizeof *t);
+    if (!t) return kiln_error(KILN_ERR_NOMEM, "out of memory creating a trace");
+    t->origin = now_ns();
+    *out = t;
+    return KILN_OK;
+}
+
+void kiln_trace_free(kiln_trace *t) {
+    if (!t) return;
+    for (trace_block *b = t->head, *n; b; b = n) {
+        n = b->next;
+        kiln_free(b);
+    }
+    kiln_free(t);
+}
+
+void kiln_trace_set_positions(kiln_trace *t, int64_t positions) {
+    if (t) t->positions = positions > 0 ? positions : 0;
+}
+
+int64_t kiln_trace_event_count(const kiln_trace *t) {
+    return t ? t->n_events : 0;
+}
+
+kiln_status kiln_session_set_trace(kiln_session *s, kiln_trace *t) {
+    if (!s) return kiln_error(KILN_ERR_INVALID_ARG, "no session given");
+    if (t && t->prog && t->prog != s->prog)
+        return kiln_error(KILN_ERR_INVALID_ARG, "this trace records another program's sessions");
+    if (t) t->prog = s->prog;
+    s->trace = t;
+    return KILN_OK;
+}
+
+/* The next free record, or NULL when out of memory (the event is dropped and
+ * counted nowhere: a trace never makes a call fail). */
+static trace_ev *push(kiln_trace *t) {
+    if (!t->tail || t->tail->n == TRACE_BLOCK) {
+        trace_block *b = kiln_malloc(sizeof *b);
+        if (!b) return NULL;
+        b->next = NULL;
+        b->n = 0;
+        if (t->tail)
+            t->tail->next = b;
+        else
+            t->head = b;
+        t->tail = b;
+    }
+    t->n_events++;
+    return &t->tail->ev[t->tail->n++];
+}
+
+/* A position in the records, stepped forward one at a time. */
+typedef struct {
+    trace_block *b;
+    int i;
+} cursor;
+
+static cursor seek(const kiln_trace *t, int64_t i) {
+    trace_block *b = t->head;
+    for (; b && i >= b->n; b = b->next) i -= b->n;
+    return (cursor){b, (int)i};
+}
+
+static trace_ev *step(cursor *c) {
+    if (c->b && c->i == c->b->n) c->b = c->b->next, c->i = 0;
+    return c->b ? &c->b->ev[c->i++] : NULL;
+}
+
+void kiln_trace_call_begin(kiln_trace *t) {
+    t->call_first = t->n_events;
+}
+
+void kiln_trace_node(kiln_trace *t, const kiln_program *p, int method, int index, const kiln_node *n,
+                     const kiln_tensor *const *in, const kiln_tensor *out, uint64_t t0, uint64_t t1) {
+    trace_ev *e = push(t);
+    if (!e) return;
+    const kiln_op_info *info = kiln_op_get(n->op);
+    const kiln_backend *b = p->backends[n->backend];
+    memset(e, 0, sizeof *e);
+    e->kind = EV_NODE;
+    e->method = method;
+    e->node = index;
+    e->backend = (int16_t)n->backend;
+    e->fallback = (uint8_t)p->fallback[n->backend];
+    e->call = t->n_calls;
+    e->t0 = t0;
+    e->t1 = t1;
+    e->flops = info->flops ? info->flops(n, in, out) : 0;
+    e->bytes = kiln_op_bytes(n, in, out);
+    e->unit = b->unit ? b->unit(p->backend_ctx[n->backend], n, in) : b->name;
+}
+
+void kiln_trace_method(kiln_trace *t, int method, int64_t tokens, uint64_t t0, uint64_t t1, int ok) {
+    /* partitions over this call's node events: runs of one backend */
+    int64_t n = t->n_events - t->call_first;
+    cursor c = seek(t, t->call_first);
+    trace_ev *next = n > 0 ? step(&c) : NULL;
+    int32_t part = -1;
+    while (n > 0 && next) {
+        trace_ev *e = next, *end = e;
+        part++;
+        e->partition = part;
+        n--;
+        next = NULL;
+        while (n > 0 && (next = step(&c)) && next->backend == e->backend) {
+            next->partition = part;
+            end = next;
+            n--;
+            next = NULL;
+        }
+        trace_ev pe = {.kind = EV_PARTITION,
+                       .fallback = e->fallback,
+                       .backend = e->backend,
+                       .method = method,
+                       .node = e->node,
+                       .node_last = end->node,
+                       .partition = part,
+                       .call = t->n_calls,
+                       .t0 = e->t0,
+                       .t1 = end->t1};
+        trace_ev *slot = push(t);
+        if (slot) *slot = pe;
+    }
+    trace_ev *e = push(t);
+    if (e) {
+        memset(e, 0, sizeof *e);
+        e->kind = EV_METHOD;
+        e->method = method;
+        e->tokens = tokens;
+        e->call = t->n_calls;
+        e->t0 = t0;
+        e->t1 = t1;
+        e->ok = (uint8_t)ok;
+    }
+    t->n_calls++;
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+static uint64_t resident_bytes(const void *addr, size_t len) {
+    if (!addr || !len) return 0;
+    long ps = sysconf(_SC_PAGESIZE);
+    if (ps <= 0) return 0;
+    uintptr_t a = (uintptr_t)addr, start = a & ~((uintptr_t)ps - 1);
+    size_t span = (size_t)(a + len - start), pages = (span + (size_t)ps - 1) / (size_t)ps;
+    unsigned char *vec = kiln_malloc(pages);
+    if (!vec) return 0;
+    uint64_t n = 0;
+    if (mincore((void *)start, span, vec) == 0)
+        for (size_t i = 0; i < pages; i++) n += vec[i] & 1;
+    kiln_free(vec);
+    n *= (uint64_t)ps;
+    return n > len ? len : n;
+}
+
+static void write_event(FILE *f, const kiln_program *p, const trace_ev *e) {
+    const kiln_module *m = &p->mod;
+    const kiln_graph *g = &m->methods[e->method];
+    if (e->kind == EV_METHOD) {
+        fprintf(f, "{\"ev\":\"method\",\"call\":%lld,\"method\":", (long long)e->call);
+        kiln_json_fput_str(f, g->name);
+        fprintf(f, ",\"tokens\":%lld,\"start_ns\":%llu,\"end_ns\":%llu,\"ok\":%s}\n", (long long)e->tokens,
+                (unsigned long long)e->t0, (unsigned long long)e->t1, e->ok ? "true" : "false");
+        return;
+    }
+    const char *backend = m->backends[e->backend];
+    if (e->kind == EV_PARTITION) {
+        fprintf(f, "{\"ev\":\"partition\",\"call\":%lld,\"method\":", (long long)e->call);
+        kiln_json_fput_str(f, g->name);
+        fprintf(f, ",\"partition\":%d,\"backend\":", e->partition);
+        kiln_json_fput_str(f, backend);
+        fprintf(f, ",\"fallback\":%s,\"first_node\":%d,\"last_node\":%d,\"start_ns\":%llu,\"end_ns\":%llu}\n",
+                e->fallback ? "true" : "false", e->node, e->node_last, (unsigned long long)e->t0,
+                (unsigned long long)e->t1);
+        return;
+    }
+    const kiln_node *n = &g->nodes[e->node];
+    fprintf(f, "{\"ev\":\"node\",\"call\":%lld,\"method\":", (long long)e->call);
+    kiln_json_fput_str(f, g->name);
+    fprintf(f, ",\"partition\":%d,\"node_id\":%d,\"name\":", e->partition, e->node);
+    kiln_json_fput_str(f, n->name);
+    fputs(",\"op\":", f);
+    kiln_json_fput_str(f, kiln_op_get(n->op)->name);
+    fputs(",\"backend\":", f);
+    kiln_json_fput_str(f, backend);
+    fputs(",\"unit\":", f);
+    kiln_json_fput_str(f, e->unit ? e->unit : backend);
+    fprintf(f, ",\"fallback\":%s,\"start_ns\":%llu,\"end_ns\":%llu,\"flops\":%.17g,\"bytes\":%.17g}\n",
+            e->fallback ? "true" : "false", (unsigned long long)e->t0, (unsigned long long)e->t1, e->flops,
+            e->bytes);
+}
+
+kiln_status kiln_trace_write(const kiln_trace *t, const kiln_session *s, const char *path) {
+    if (!t || !path) return kiln_error(KILN_ERR_INVALID_ARG, "no trace or path given");
+    const kiln_program *p = t->prog ? t->prog : s ? s->prog : NULL;
+    if (!p) return kiln_error(KILN_ERR_INVALID_ARG, "the trace was never attached to a session");
+    if (s && s->prog != p) return kiln_error(KILN_ERR_INVALID_ARG, "the session is of another program than the trace's");
+    FILE *f = fopen(path, "w");
+    if (!f) return kiln_error(KILN_ERR_IO, "cannot write trace '%s'", path);
+    const kiln_module *m = &p->mod;
+    fprintf(f, "{\"kiln_trace\":1,\"kiln\":\"%s\",\"format_version\":%d,\"program\":", kiln_version(),
+            KILN_FORMAT_VERSION);
+    kiln_json_fput_str(f, p->path);
+    fputs(",\"clock\":\"monotonic\",\"methods\":[", f);
+    for (int k = 0; k < m->n_methods; k++) {
+        fputs(k ? "," : "", f);
+        kiln_json_fput_str(f, m->methods[k].name);
+    }
+    fputs("],\"backends\":[", f);
+    for (int b = 0; b < m->n_backends; b++) {
+        fputs(b ? "," : "", f);
+        kiln_json_fput_str(f, m->backends[b]);
+    }
+    fprintf(f, "],\"calls\":%lld}\n", (long long)t->n_calls);
+    int64_t written = 0;
+    for (const trace_block *b = t->head; b; b = b->next)
+        for (int i = 0; i < b->n; i++, written++) write_event(f, p, &b->ev[i]);
+
+    /* memory */
+    uint64_t weights = 0, weights_off = 0;
+    for (int i = 0; i < p->n_sections; i++)
+        if (p->sections[i].kind == KILN_SEC_WEIGHTS) {
+            weights = p->sections[i].size;
+            weights_off = p->sections[i].offset;
+        }
+    uint64_t state = 0, state_used = 0;
+    for (int i = 0; i < m->n_states; i++) {
+        const kiln_state *st = &m->states[i];
+        state += st->nbytes;
+        if (t->positions && st->ndim >= 1 && st->ne[0] > 0) {
+            int64_t used = t->positions < st->ne[0] ? t->positions : st->ne[0];
+            state_used += st->nbytes / (uint64_t)st->ne[0] * (uint64_t)used;
+        }
+    }
+    struct rusage ru;
+    uint64_t rss = getrusage(RUSAGE_SELF, &ru) == 0 ? (uint64_t)ru.ru_maxrss * 1024 : 0;
+    fprintf(f,
+            "{\"ev\":\"memory\",\"weights_file_bytes\":%llu,\"weights_mapped_bytes\":%llu,"
+            "\"weights_resident_bytes\":%llu,\"state_bytes\":%llu,",
+            (unsigned long long)weights, (unsigned long long)p->map.size,
+            (unsigned long long)resident_bytes(p->map.data ? p->map.data + weights_off : NULL, (size_t)weights),
+            (unsigned long long)state);
+    if (t->positions)
+        fprintf(f, "\"state_used_bytes\":%llu,\"state_positions\":%lld,", (unsigned long long)state_used,
+                (long long)t->positions);
+    fprintf(f, "\"arena_bytes\":%llu,\"input_bytes\":%llu,\"peak_rss_bytes\":%llu}\n",
+            (unsigned long long)p->arena_bytes, (unsigned long long)p->input_block_bytes,
+            (unsigned long long)rss);
+    fprintf(f, "{\"ev\":\"end\",\"events\":%lld}\n", (long long)written);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) return kiln_error(KILN_ERR_IO, "cannot write trace '%s'", path);
+    return KILN_OK;
+}
