@@ -5,6 +5,14 @@
 #include "backends/backend.h"
 #include "program/format.h"
 
+/* Called by the executor around every node of an execute (the debugger's
+ * hook): phase 0 before the node runs (its inputs are ready, out's shape is
+ * set, its data not yet written), phase 1 after. in/out are the session's
+ * own tensors, valid during the call only. A nonzero return stops the call
+ * with KILN_ERR_CANCELLED. */
+typedef int (*kiln_node_observer)(void *user, int method, int node, const kiln_tensor *const *in,
+                                  const kiln_tensor *out, int phase);
+
 struct kiln_program {
     char *path;
     kiln_file_map map;
@@ -28,6 +36,8 @@ struct kiln_session {
     uint8_t **input_set; /* per method, per input: set since creation */
     int last_method;     /* the method whose outputs the arena holds, or -1 */
     struct kiln_trace *trace; /* kiln_session_set_trace; NULL = not recording */
+    kiln_node_observer observer; /* kiln_session_set_observer; NULL = none */
+    void *observer_user;
 };
 
 /* trace.c, called by the executor while a trace is attached. Times are ns
@@ -37,6 +47,18 @@ void kiln_trace_call_begin(struct kiln_trace *t);
 void kiln_trace_node(struct kiln_trace *t, const kiln_program *p, int method, int index, const kiln_node *n,
                      const kiln_tensor *const *in, const kiln_tensor *out, uint64_t t0, uint64_t t1);
 void kiln_trace_method(struct kiln_trace *t, int method, int64_t tokens, uint64_t t0, uint64_t t1, int ok);
+
+/* Sets (fn NULL: clears) the session's node observer. */
+void kiln_session_set_observer(kiln_session *s, kiln_node_observer fn, void *user);
+
+/* Runs node `node` of `method` alone on the backend the program gave it,
+ * on the caller's tensors (out's shape computed here; out->data must hold
+ * it) with the caller's scratch (at least kiln_method_scratch_bytes). For
+ * the debugger: a node given exactly the reference's inputs. */
+kiln_status kiln_program_exec_node(const kiln_program *p, int method, int node, const kiln_tensor *const *in,
+                                   kiln_tensor *out, void *scratch, uint64_t scratch_bytes);
+/* Scratch bytes a method's nodes may use. */
+uint64_t kiln_method_scratch_bytes(const kiln_program *p, int method);
 
 /* 1 when node n of method g ran on ref although another backend was asked for. */
 int kiln_program_node_is_fallback(const kiln_program *p, const kiln_node *n);

@@ -165,10 +165,18 @@ kiln_status kiln_session_execute(kiln_session *s, int method) {
                               n->name, info->name, err);
         }
         memcpy(out->ne, shape.ne, sizeof shape.ne);
+        if (s->observer && s->observer(s->observer_user, method, i, in, out, 0)) {
+            if (tr) kiln_trace_method(tr, method, T, call_t0, kiln_trace_now(tr), 0);
+            return kiln_error(KILN_ERR_CANCELLED, "method '%s': stopped before node '%s'", g->name, n->name);
+        }
         uint64_t t0 = tr ? kiln_trace_now(tr) : 0;
         kiln_status st = p->backends[n->backend]->exec(p->backend_ctx[n->backend], n, in, out,
                                                        scratch, scratch_bytes);
         if (tr) kiln_trace_node(tr, p, method, i, n, in, out, t0, kiln_trace_now(tr));
+        if (!st && s->observer && s->observer(s->observer_user, method, i, in, out, 1)) {
+            if (tr) kiln_trace_method(tr, method, T, call_t0, kiln_trace_now(tr), 0);
+            return kiln_error(KILN_ERR_CANCELLED, "method '%s': stopped after node '%s'", g->name, n->name);
+        }
         if (st) {
             if (tr) kiln_trace_method(tr, method, T, call_t0, kiln_trace_now(tr), 0);
             return kiln_error_wrap(st, "method '%s', node '%s' (%s on %s)", g->name, n->name,
@@ -198,4 +206,33 @@ kiln_status kiln_session_get_output(kiln_session *s, int method, int output, con
     if (ndim) *ndim = t->ndim;
     if (shape) memcpy(shape, t->ne, sizeof t->ne);
     return KILN_OK;
+}
+
+void kiln_session_set_observer(kiln_session *s, kiln_node_observer fn, void *user) {
+    s->observer = fn;
+    s->observer_user = user;
+}
+
+uint64_t kiln_method_scratch_bytes(const kiln_program *p, int method) {
+    if (method < 0 || method >= p->mod.n_methods) return 0;
+    const kiln_graph *g = &p->mod.methods[method];
+    return g->arena_bytes - g->scratch_offset;
+}
+
+kiln_status kiln_program_exec_node(const kiln_program *p, int method, int node, const kiln_tensor *const *in,
+                                   kiln_tensor *out, void *scratch, uint64_t scratch_bytes) {
+    if (method < 0 || method >= p->mod.n_methods || node < 0 || node >= p->mod.methods[method].n_nodes)
+        return kiln_error(KILN_ERR_INVALID_ARG, "no node %d in method %d", node, method);
+    const kiln_graph *g = &p->mod.methods[method];
+    const kiln_node *n = &g->nodes[node];
+    const kiln_op_info *info = kiln_op_get(n->op);
+    kiln_tensor shape = *out;
+    char err[400];
+    if (info->shape(n, in, &shape, err, sizeof err))
+        return kiln_error(KILN_ERR_INVALID_ARG, "method '%s', node '%s' (%s): %s", g->name, n->name, info->name, err);
+    memcpy(out->ne, shape.ne, sizeof shape.ne);
+    kiln_status st = p->backends[n->backend]->exec(p->backend_ctx[n->backend], n, in, out, scratch, scratch_bytes);
+    return st ? kiln_error_wrap(st, "method '%s', node '%s' (%s on %s)", g->name, n->name, info->name,
+                                p->mod.backends[n->backend])
+              : KILN_OK;
 }
