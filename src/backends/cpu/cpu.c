@@ -84,6 +84,8 @@ typedef struct cpu_ctx {
     char unit_mm[KILN_DTYPE_END][64];
     char unit_attn[2][48];
     char unit_vec[48];
+    char unit_silu[48];
+    char unit_rows[KILN_DTYPE_END][48];
 } cpu_ctx;
 
 /* ---- work splitting --------------------------------------------------------- */
@@ -1057,6 +1059,12 @@ static void name_units(cpu_ctx *c) {
     snprintf(c->unit_attn[0], sizeof c->unit_attn[0], "%s f32 attention", a32);
     snprintf(c->unit_attn[1], sizeof c->unit_attn[1], "%s f16-cache attention", a16);
     snprintf(c->unit_vec, sizeof c->unit_vec, "%s f32", f32);
+    snprintf(c->unit_silu, sizeof c->unit_silu, "%s f32 exp",
+             VEC_SIMD && !strncmp(c->k->name, "avx", 3) ? c->k->name : "portable");
+    for (int t = 0; t < KILN_DTYPE_END; t++)
+        if (kiln_dtype_name((kiln_dtype)t))
+            snprintf(c->unit_rows[t], sizeof c->unit_rows[t], "portable %s rows to f32",
+                     kiln_dtype_name((kiln_dtype)t));
 }
 
 static kiln_status cpu_open(const kiln_module *m, const kiln_open_options *o, void **ctx) {
@@ -1132,6 +1140,13 @@ static const char *cpu_unit(void *ctx, const kiln_node *n, const kiln_tensor *co
         return c->unit_attn[in[1]->dtype == KILN_F16];
     case KILN_OP_RMS_NORM:
         return c->unit_vec;
+    case KILN_OP_SILU:
+    case KILN_OP_SWIGLU:
+        return c->unit_silu;
+    case KILN_OP_GET_ROWS: {
+        int t = in[0]->dtype;
+        return t >= 0 && t < KILN_DTYPE_END && c->unit_rows[t][0] ? c->unit_rows[t] : "portable rows";
+    }
     default:
         return "portable f32";
     }
