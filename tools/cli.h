@@ -59,7 +59,9 @@ int kiln_cmd_tokenize(int argc, char **argv);
 int kiln_cmd_chat(int argc, char **argv);
 int kiln_cmd_perplexity(int argc, char **argv);
 int kiln_cmd_run(int argc, char **argv);
+int kiln_cmd_debug(int argc, char **argv);
 int kiln_cmd_bench(int argc, char **argv);
+int kiln_cmd_inspect(int argc, char **argv);
 
 /* Chat helpers (cmd_chat.c). The format: `override` (a name, or a Jinja
  * file whose text is detected) when given, else the program's template. */

@@ -410,8 +410,9 @@ done:
     if (trace) { /* what was recorded, even after a failure */
         kiln_status ts = kiln_trace_write(trace, sess, trace_path);
         if (ts) rc = kiln_cli_fail(cmd, ts);
-        else fprintf(stderr, "kiln generate: trace of %lld events written to %s\n",
-                     (long long)kiln_trace_event_count(trace), trace_path);
+        else if (!no_stats)
+            fprintf(stderr, "kiln generate: trace of %lld events written to %s\n",
+                    (long long)kiln_trace_event_count(trace), trace_path);
         kiln_session_set_trace(sess, NULL);
         kiln_trace_free(trace);
     }

@@ -18,6 +18,8 @@ static const struct {
     {"perplexity", kiln_cmd_perplexity, "perplexity of a text, and KL divergence from a base program (llama.cpp's)"},
     {"bench", kiln_cmd_bench, "measure prompt and generation speed (like llama-bench), or the machine"},
     {"run", kiln_cmd_run, "run methods N times on given or random inputs, timed; write their outputs"},
+    {"inspect", kiln_cmd_inspect, "read a trace: time per method, op, node and backend, roofline, memory"},
+    {"debug", kiln_cmd_debug, "compare every node's output on a backend with a reference; find the bad one"},
 };
 
 static void usage(FILE *f) {

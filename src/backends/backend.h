@@ -34,6 +34,8 @@ typedef struct kiln_backend {
     /* The compute unit a node runs on, e.g. "scalar f32" or
      * "avx512-vnni q4_0 x q8 dot"; ctx is the program's context from open. */
     const char *(*unit)(void *ctx, const kiln_node *n, const kiln_tensor *const *in);
+    /* Threads a node may run on (NULL: 1), for the trace. */
+    int (*threads)(void *ctx);
 } kiln_backend;
 
 const kiln_backend *kiln_backend_find(const char *name);

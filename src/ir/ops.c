@@ -258,12 +258,21 @@ uint64_t kiln_tensor_bytes(const kiln_tensor *t) {
 
 double kiln_op_bytes(const kiln_node *n, const kiln_tensor *const *in, const kiln_tensor *out) {
     double b = (double)kiln_tensor_bytes(out);
+    if (n->op == KILN_OP_KV_STORE) /* out is a view of the whole cache: T rows are written */
+        b = (double)kiln_dtype_row_bytes(in[0]->dtype, in[0]->ne[1]) * (double)in[1]->ne[0];
     for (int i = 0; i < n->n_in; i++) {
         if (n->op == KILN_OP_GET_ROWS && i == 0) { /* reads only the rows it gathers */
             b += (double)kiln_dtype_row_bytes(in[0]->dtype, in[0]->ne[1]) * (double)in[1]->ne[0];
             continue;
         }
-        if (n->op == KILN_OP_KV_STORE && i == 0) continue; /* writes T rows, counted in x */
+        if (n->op == KILN_OP_KV_STORE && i == 0) continue; /* writes T rows, counted above */
+        if (n->op == KILN_OP_ATTENTION && (i == 1 || i == 2) && in[3]->data) {
+            /* reads the cache rows below pos + T, not the whole cache */
+            int64_t rows = (int64_t) * (const int32_t *)in[3]->data + in[0]->ne[0];
+            if (rows > in[i]->ne[0]) rows = in[i]->ne[0];
+            b += (double)kiln_dtype_row_bytes(in[i]->dtype, in[i]->ne[1]) * (double)rows;
+            continue;
+        }
         b += (double)kiln_tensor_bytes(in[i]);
     }
     return b;

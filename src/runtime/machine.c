@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/json.h"
 #include "runtime/machine.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -473,4 +474,77 @@ kiln_status kiln_machine_default_path(char *buf, size_t cap) {
     if ((size_t)snprintf(buf, cap, "%s/machine.json", dir) >= cap)
         return kiln_error(KILN_ERR_IO, "cache path '%s' is too long", dir);
     return KILN_OK;
+}
+
+/* ---- reading machine.json ------------------------------------------------------- */
+
+static kiln_status load_rates(const kiln_json *root, const char *what, const char *key,
+                              kiln_machine_rates *r) {
+    const kiln_json *o;
+    int64_t n;
+    kiln_status st = kiln_json_get_obj(root, what, key, 1, &o);
+    if (!st) st = kiln_json_get_int(o, what, "n_threads", 1, &n);
+    if (!st) st = kiln_json_get_num(o, what, "mem_read_gbps", 1, &r->mem_read_gbps);
+    if (!st) st = kiln_json_get_num(o, what, "f32_gflops", 1, &r->f32_gflops);
+    if (!st) st = kiln_json_get_num(o, what, "i8_gops", 1, &r->i8_gops);
+    if (st) return st;
+    if (n < 1 || n > 1024)
+        return kiln_error(KILN_ERR_FORMAT, "%s: %s.n_threads %lld is not in 1..1024", what, key,
+                          (long long)n);
+    r->n_threads = (int)n;
+    /* json numbers are finite; a peak must also be positive (it divides) */
+    if (!(r->mem_read_gbps > 0) || !(r->f32_gflops > 0) || !(r->i8_gops > 0))
+        return kiln_error(KILN_ERR_FORMAT, "%s: %s: every rate must be > 0", what, key);
+    return KILN_OK;
+}
+
+/* A kernel name as this build spells it (the struct holds static strings). */
+static const char *known_kernel(const char *name) {
+    static const char *const names[] = {"scalar",
+                                        "avx2 vfmadd231ps",
+                                        "avx2 vpmaddubsw",
+                                        "avx512f vfmadd231ps",
+                                        "avx512vnni vpdpbusd",
+                                        "neon fmla",
+                                        "neon smull+sadalp",
+                                        "neon sdot"};
+    for (size_t i = 0; name && i < sizeof names / sizeof *names; i++)
+        if (!strcmp(name, names[i])) return names[i];
+    return "unknown";
+}
+
+kiln_status kiln_machine_load(const char *path, kiln_machine_info *out) {
+    kiln_file_map map;
+    kiln_status st = kiln_file_map_open(path, &map);
+    if (st) return st;
+    char what[4200];
+    snprintf(what, sizeof what, "'%s'", path);
+    kiln_json_doc doc = {0};
+    st = kiln_json_parse((const char *)map.data, map.size, what, 0, &doc);
+    kiln_file_map_close(&map);
+    if (st) return st;
+    kiln_machine_info m;
+    memset(&m, 0, sizeof m);
+    const char *model = NULL, *date = NULL, *f32 = NULL, *i8 = NULL;
+    int64_t mem = 0;
+    if (doc.root->type != KILN_JSON_OBJECT)
+        st = kiln_error(KILN_ERR_FORMAT, "%s: should hold a JSON object, found %s", what,
+                        kiln_json_type_name(doc.root->type));
+    if (!st) st = kiln_json_get_str(doc.root, what, "cpu_model", 0, &model, NULL);
+    if (!st) st = kiln_json_get_str(doc.root, what, "date", 0, &date, NULL);
+    if (!st) st = kiln_json_get_str(doc.root, what, "f32_kernel", 0, &f32, NULL);
+    if (!st) st = kiln_json_get_str(doc.root, what, "i8_kernel", 0, &i8, NULL);
+    if (!st) st = kiln_json_get_int(doc.root, what, "mem_buffer_bytes", 0, &mem);
+    if (!st) st = load_rates(doc.root, what, "single_thread", &m.one);
+    if (!st) st = load_rates(doc.root, what, "all_threads", &m.all);
+    if (!st) {
+        snprintf(m.cpu_model, sizeof m.cpu_model, "%s", model ? model : "unknown");
+        snprintf(m.date, sizeof m.date, "%s", date ? date : "");
+        m.f32_kernel = known_kernel(f32);
+        m.i8_kernel = known_kernel(i8);
+        m.mem_bytes = mem > 0 ? (uint64_t)mem : 0;
+        *out = m;
+    }
+    kiln_json_free(&doc);
+    return st;
 }

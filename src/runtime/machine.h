@@ -45,6 +45,14 @@ kiln_status kiln_machine_measure(int n_threads, uint64_t mem_bytes, kiln_machine
  * then rename). KILN_ERR_IO names the path. */
 kiln_status kiln_machine_save(const kiln_machine_info *info, const char *path);
 
+/* Reads what kiln_machine_save wrote (the profiler's peaks). Every field is
+ * checked: the rates must be positive and finite, thread counts 1..1024.
+ * f32_kernel and i8_kernel point to static strings: the kernel names this
+ * build knows, else "unknown". KILN_ERR_IO when the file cannot be read,
+ * KILN_ERR_FORMAT naming the file and the key otherwise; *out is only
+ * written on success. */
+kiln_status kiln_machine_load(const char *path, kiln_machine_info *out);
+
 /* $KILN_CACHE/machine.json, else $HOME/.cache/kiln/machine.json, creating
  * the folder. KILN_ERR_IO when neither variable is set or the folder cannot
  * be made. */

@@ -142,6 +142,8 @@ kiln_status kiln_session_execute(kiln_session *s, int method) {
             T = n;
         }
     }
+    /* A call with no dynamic dim (decode) counts input 0's first dim as its tokens. */
+    if (T < 0 && g->n_inputs > 0 && vals[g->inputs[0]].ndim >= 1) T = vals[g->inputs[0]].ne[0];
     s->last_method = -1; /* a failed call leaves no readable outputs */
     struct kiln_trace *tr = s->trace;
     uint64_t call_t0 = 0;

@@ -47,6 +47,7 @@ struct kiln_trace {
     trace_block *head, *tail;
     int64_t n_events, n_calls;
     int64_t call_first; /* index of the current call's first node event */
+    int64_t dropped;    /* events lost to a failed allocation */
     int64_t positions;
 };
 
@@ -100,7 +101,10 @@ kiln_status kiln_session_set_trace(kiln_session *s, kiln_trace *t) {
 static trace_ev *push(kiln_trace *t) {
     if (!t->tail || t->tail->n == TRACE_BLOCK) {
         trace_block *b = kiln_malloc(sizeof *b);
-        if (!b) return NULL;
+        if (!b) {
+            t->dropped++;
+            return NULL;
+        }
         b->next = NULL;
         b->n = 0;
         if (t->tail)
@@ -275,7 +279,12 @@ kiln_status kiln_trace_write(const kiln_trace *t, const kiln_session *s, const c
         fputs(b ? "," : "", f);
         kiln_json_fput_str(f, m->backends[b]);
     }
-    fprintf(f, "],\"calls\":%lld}\n", (long long)t->n_calls);
+    int threads = 1;
+    for (int b = 0; b < m->n_backends; b++) {
+        int n = p->backends[b]->threads ? p->backends[b]->threads(p->backend_ctx[b]) : 1;
+        if (n > threads) threads = n;
+    }
+    fprintf(f, "],\"threads\":%d,\"calls\":%lld}\n", threads, (long long)t->n_calls);
     int64_t written = 0;
     for (const trace_block *b = t->head; b; b = b->next)
         for (int i = 0; i < b->n; i++, written++) write_event(f, p, &b->ev[i]);
@@ -310,7 +319,8 @@ kiln_status kiln_trace_write(const kiln_trace *t, const kiln_session *s, const c
     fprintf(f, "\"arena_bytes\":%llu,\"input_bytes\":%llu,\"peak_rss_bytes\":%llu}\n",
             (unsigned long long)p->arena_bytes, (unsigned long long)p->input_block_bytes,
             (unsigned long long)rss);
-    fprintf(f, "{\"ev\":\"end\",\"events\":%lld}\n", (long long)written);
+    fprintf(f, "{\"ev\":\"end\",\"events\":%lld,\"dropped\":%lld}\n", (long long)written,
+            (long long)t->dropped);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) return kiln_error(KILN_ERR_IO, "cannot write trace '%s'", path);
     return KILN_OK;

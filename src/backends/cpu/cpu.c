@@ -1152,6 +1152,11 @@ static const char *cpu_unit(void *ctx, const kiln_node *n, const kiln_tensor *co
     }
 }
 
+static int cpu_threads(void *ctx) {
+    const cpu_ctx *c = ctx;
+    return c ? c->n_threads : 1;
+}
+
 const kiln_backend kiln_backend_cpu_impl = {
     .name = "cpu",
     .configure = NULL,
@@ -1160,4 +1165,5 @@ const kiln_backend kiln_backend_cpu_impl = {
     .close = cpu_close,
     .exec = cpu_exec,
     .unit = cpu_unit,
+    .threads = cpu_threads,
 };
