@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh: the whole test suite, as CI runs it.
-#   1. installs what the tests need when it is missing (Debian packages);
+#   1. installs what the tests need when it is missing (Debian packages,
+#      chromium among them for the HTML report test);
 #   2. a normal build with -Werror, then ctest (the slow Kiln vs llama.cpp test
 #      as its own step, not under the sanitizers);
 #   3. ARM64: a cross build whose tests, each NEON kernel variant and x86 <->
@@ -20,6 +21,8 @@ command -v ninja >/dev/null || need+=(ninja-build)
 command -v cc >/dev/null || need+=(gcc)
 command -v clang >/dev/null || need+=(clang)
 command -v python3 >/dev/null || need+=(python3)
+# kiln inspect --html is checked by rendering it in headless Chromium
+command -v chromium >/dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing: ${need[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
