@@ -42,6 +42,15 @@ static void put_u16(uint8_t *p, uint16_t h) {
 /* nr rows of random weights with sane scales (values do not change the speed). */
 static void fill_weights(kiln_dtype t, uint8_t *w, int64_t nr, int64_t k) {
     size_t rb = kiln_dtype_row_bytes(t, k);
+    if (kiln_dtype_row_group(t) > 1) { /* packed x8: blocks of 8 rows, scales first */
+        size_t bb = 8 * (t == KILN_Q4_1_X8 ? 20 : 18), heads = t == KILN_Q4_1_X8 ? 16 : 8;
+        for (size_t i = 0; i < rb * (size_t)nr; i++)
+            w[i] = (uint8_t)rnd();
+        for (size_t b = 0; b < rb * (size_t)nr; b += bb)
+            for (size_t j = 0; j < heads; j++)
+                put_u16(w + b + 2 * j, kiln_f32_to_f16(0.01f));
+        return;
+    }
     for (int64_t r = 0; r < nr; r++) {
         uint8_t *p = w + (size_t)r * rb;
         for (size_t i = 0; i < rb; i++)
@@ -106,7 +115,7 @@ static int dtype_wanted(kiln_dtype t, const char *const *want, int nwant) {
     int any = 0;
     for (int i = 0; i < nwant; i++) {
         int is_dtype = 0;
-        for (int d = 0; d <= KILN_Q6_K; d++)
+        for (int d = 0; d < KILN_DTYPE_END; d++)
             is_dtype |=
                 kiln_dtype_name((kiln_dtype)d) && !strcmp(want[i], kiln_dtype_name((kiln_dtype)d));
         if (!is_dtype) continue;
@@ -117,8 +126,8 @@ static int dtype_wanted(kiln_dtype t, const char *const *want, int nwant) {
 }
 
 int main(int argc, char **argv) {
-    static const kiln_dtype dtypes[] = {KILN_F32,  KILN_F16,  KILN_BF16, KILN_Q8_0,
-                                        KILN_Q4_0, KILN_Q4_1, KILN_Q4_K, KILN_Q6_K};
+    static const kiln_dtype dtypes[] = {KILN_F32,  KILN_F16,  KILN_BF16, KILN_Q8_0,    KILN_Q4_0,
+                                        KILN_Q4_1, KILN_Q4_K, KILN_Q6_K, KILN_Q4_0_X8, KILN_Q4_1_X8};
     int reps = 5;
     const char *want[8];
     int nwant = 0;
@@ -151,7 +160,7 @@ int main(int argc, char **argv) {
             if (!kt->gemm[t] || !dtype_wanted(t, want, nwant)) continue;
             size_t wb;
             double tgc, ppc;
-            int64_t k = 4096, nr = (int64_t)(tg_bytes / kiln_dtype_row_bytes(t, k));
+            int64_t k = 4096, nr = (int64_t)(tg_bytes / kiln_dtype_row_bytes(t, k)) / 8 * 8;
             double tg = time_gemm(kt, t, k, nr, 1, reps, &wb, &tgc);
             double gb = (double)wb * 1e-9;
             int64_t pk = 2048, pnr = strcmp(kt->name, "scalar") ? 2048 : 256, pnt = 128;
