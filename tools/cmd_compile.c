@@ -29,10 +29,22 @@ static const char *HELP =
     "  --backend LIST       backends in order of preference, comma-separated\n"
     "                       (default: 'cpu'; nodes it cannot run fall back\n"
     "                       to 'ref' and are marked so in kiln info)\n"
+    "  --check              after writing, run sample calls (a prefill of a few\n"
+    "                       random tokens, then decodes) as compiled and on ref;\n"
+    "                       print per partition (consecutive nodes on one\n"
+    "                       backend) its worst node's own error (the node alone\n"
+    "                       on its backend given ref's inputs: cosine, relative\n"
+    "                       error) and its speed against ref; a partition below\n"
+    "                       the threshold fails the compile, naming its worst node\n"
+    "  --check=fallback     the same, but failing partitions are moved to ref\n"
+    "                       (marked fallback in kiln info) and the program written\n"
+    "  --check-threshold COS  the cosine each node's own output must reach, in\n"
+    "                       (0, 1] (default 0.99)\n"
     "  -h, --help           this text\n"
     "\n"
-    "example:\n"
-    "  kiln compile stories260K.bin --tokenizer tok512.bin -o stories.kiln\n";
+    "examples:\n"
+    "  kiln compile stories260K.bin --tokenizer tok512.bin -o stories.kiln\n"
+    "  kiln compile SmolLM2-135M-Instruct.Q4_1.gguf -o smollm2.kiln --check\n";
 
 static void log_line(void *user, const char *line) {
     (void)user;
@@ -76,6 +88,16 @@ int kiln_cmd_compile(int argc, char **argv) {
             o.no_pack = 1;
         } else if (!strcmp(a, "--quant-fallback")) {
             o.quant_fallback = 1;
+        } else if (!strcmp(a, "--check")) {
+            o.check = 1;
+        } else if (!strncmp(a, "--check=", 8)) {
+            if (strcmp(a + 8, "fallback"))
+                return kiln_cli_usage_error(cmd, "--check takes no value or '=fallback', got '%s'", a);
+            o.check = 2;
+        } else if (!strcmp(a, "--check-threshold")) {
+            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
+            if (kiln_cli_float(val, 0, 1, &o.check_threshold) || !(o.check_threshold > 0))
+                return kiln_cli_usage_error(cmd, "--check-threshold is a cosine in (0, 1], got '%s'", val);
         } else if (!strcmp(a, "--backend")) {
             if (!(o.backends = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
         } else if (a[0] == '-' && a[1]) {
@@ -88,6 +110,8 @@ int kiln_cmd_compile(int argc, char **argv) {
     }
     if (!o.input) return kiln_cli_usage_error(cmd, "no input checkpoint given");
     if (!o.output) return kiln_cli_usage_error(cmd, "no output given (-o FILE)");
+    if (o.check_threshold > 0 && !o.check)
+        return kiln_cli_usage_error(cmd, "--check-threshold goes with --check");
     o.progress = kiln_cli_progress;
     o.log = log_line;
     kiln_status st = kiln_compile(&o);

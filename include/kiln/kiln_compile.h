@@ -46,6 +46,22 @@ typedef struct kiln_compile_options {
      * packed (q4_0x8: 8 rows interleaved, docs/FORMAT.md §4.1), the layout
      * its kernels want; the plain copy is not kept. 1: stored as imported. */
     int no_pack;
+    /* Partition check, after the program is written and verified: sample
+     * calls (a prefill of a few random tokens, then a few decodes) run on
+     * the program as compiled and on ref; each node of a partition not on
+     * ref is also run alone on its backend given ref's inputs, and one line
+     * per partition is logged: its worst node's cosine similarity and
+     * relative error against ref, the times on its backend and on ref and
+     * their ratio. 0: no check (default). 1: a partition whose worst node's
+     * cosine is below check_threshold fails the compile with
+     * KILN_ERR_BACKEND naming the method, partition, backend and node; no
+     * output is written. 2: such partitions are moved to ref (said in the
+     * log, marked fallback by `kiln info`) and the program is written
+     * again. */
+    int check;
+    /* Cosine similarity a node's own output must reach, in (0, 1]; 0 = the
+     * default, 0.99. */
+    double check_threshold;
     kiln_progress_fn progress; /* may be NULL */
     void *progress_user;
     /* Receives one line per notable step (what was converted); may be NULL. */

@@ -9,6 +9,7 @@
 #include "import/import.h"
 #include "kiln/kiln_compile.h"
 #include "llm/tokenizer.h"
+#include "program/check.h"
 #include "program/format.h"
 #include "quant/quant.h"
 
@@ -231,6 +232,10 @@ static kiln_status partition(kiln_module *m, const char *spec) {
 kiln_status kiln_compile(const kiln_compile_options *o) {
     if (!o || !o->input || !o->output)
         return kiln_error(KILN_ERR_INVALID_ARG, "compile needs an input and an output path");
+    if (o->check < 0 || o->check > 2 || !(o->check_threshold >= 0 && o->check_threshold <= 1))
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "check must be 0, 1 or 2 (got %d) and check_threshold in (0, 1] or 0 (got %g)",
+                          o->check, o->check_threshold);
     if (o->prefill < 0 || o->max_seq < 0)
         return kiln_error(KILN_ERR_INVALID_ARG, "prefill (%d) and max-seq (%d) must not be negative",
                           o->prefill, o->max_seq);
@@ -271,16 +276,26 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
         if ((st = kiln_graph_plan(&m.methods[i], &m))) goto done;
     if ((st = kiln_module_verify(&m, 1))) goto done;
     wrote = 1;
-    if ((st = kiln_program_write(&m, tmp, o->progress, o->progress_user))) goto done;
-    /* Verify what was written: parse, verify graphs, check every checksum. */
-    kiln_program *p;
-    if ((st = kiln_program_open(tmp, &p))) {
-        kiln_error_wrap(st, "the program just written does not read back");
-        goto done;
+    for (int pass = 0;; pass++) {
+        if ((st = kiln_program_write(&m, tmp, o->progress, o->progress_user))) goto done;
+        /* Verify what was written: parse, verify graphs, check every checksum. */
+        kiln_program *p;
+        if ((st = kiln_program_open(tmp, &p))) {
+            kiln_error_wrap(st, "the program just written does not read back");
+            goto done;
+        }
+        st = kiln_program_verify(p);
+        kiln_program_close(p);
+        if (st) goto done;
+        /* --check: once; --check=fallback may move partitions to ref, and
+         * the program is written again (the memory plan holds for every
+         * backend: verified again here) */
+        if (!o->check || pass) break;
+        int moved = 0;
+        if ((st = kiln_check_partitions(tmp, &m, o, &moved))) goto done;
+        if (!moved) break;
+        if ((st = kiln_module_verify(&m, 1))) goto done;
     }
-    st = kiln_program_verify(p);
-    kiln_program_close(p);
-    if (st) goto done;
     if (rename(tmp, o->output) != 0) {
         st = kiln_error(KILN_ERR_IO, "cannot rename '%s' to '%s'", tmp, o->output);
         goto done;
