@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "kiln/kiln_compile.h"
+#include "runtime/compare.h"
 #include "runtime/runtime.h"
 #include "runtime/tensors.h"
 
@@ -193,21 +194,6 @@ typedef struct {
     double cos, max_abs, rel, snr_db;
 } cmp;
 
-static double elem(kiln_dtype t, const void *p, uint64_t k) {
-    switch (t) {
-    case KILN_F32:
-        return ((const float *)p)[k];
-    case KILN_F16:
-        return kiln_f16_to_f32(((const uint16_t *)p)[k]);
-    case KILN_BF16:
-        return kiln_bf16_to_f32(((const uint16_t *)p)[k]);
-    case KILN_I32:
-        return ((const int32_t *)p)[k];
-    default:
-        return NAN;
-    }
-}
-
 /* a against the reference r. Any non-finite value makes every figure NaN
  * (past any threshold). */
 static cmp compare(const region *a, const region *r) {
@@ -216,25 +202,12 @@ static cmp compare(const region *a, const region *r) {
         c.mismatch = 1;
         return c;
     }
-    uint64_t n = kiln_shape_elems(a->ndim, a->ne);
-    double dot = 0, na = 0, nr = 0, se = 0, maxd = 0, maxr = 0;
-    for (uint64_t k = 0; k < n; k++) {
-        double x = elem(a->dtype, a->data, k), y = elem(r->dtype, r->data, k);
-        if (!isfinite(x) || !isfinite(y)) return c;
-        double d = fabs(x - y);
-        dot += x * y;
-        na += x * x;
-        nr += y * y;
-        se += d * d;
-        if (d > maxd) maxd = d;
-        if (fabs(y) > maxr) maxr = fabs(y);
-    }
-    c.cos = na == 0 && nr == 0 ? 1 : na == 0 || nr == 0 ? 0 : dot / sqrt(na * nr);
-    if (c.cos > 1) c.cos = 1;
-    if (c.cos < -1) c.cos = -1;
-    c.max_abs = maxd;
-    c.rel = maxr > 0 ? maxd / maxr : maxd > 0 ? INFINITY : 0;
-    c.snr_db = se == 0 ? INFINITY : nr == 0 ? -INFINITY : 10 * log10(nr / se);
+    kiln_cmp v;
+    kiln_compare_values(a->dtype, a->data, r->dtype, r->data, 0, kiln_shape_elems(a->ndim, a->ne), &v);
+    c.cos = v.cos;
+    c.max_abs = v.max_abs;
+    c.rel = v.rel;
+    c.snr_db = v.snr_db;
     return c;
 }
 

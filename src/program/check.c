@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "program/check.h"
+#include "runtime/compare.h"
 #include "runtime/runtime.h"
 
 #define CHECK_PREFILL 8      /* tokens of the sample prefill (at most the method's) */
@@ -72,44 +73,19 @@ typedef struct {
 
 /* ---- comparing ---------------------------------------------------------------------------- */
 
-static double elem(kiln_dtype t, const void *p, uint64_t k) {
-    switch (t) {
-    case KILN_F32:
-        return ((const float *)p)[k];
-    case KILN_F16:
-        return kiln_f16_to_f32(((const uint16_t *)p)[k]);
-    case KILN_BF16:
-        return kiln_bf16_to_f32(((const uint16_t *)p)[k]);
-    case KILN_I32:
-        return ((const int32_t *)p)[k];
-    default:
-        return NAN;
-    }
-}
-
-/* a against the reference r, n elements from row `row` (of `row_elems`):
- * cosine and relative error; NaN when the shapes differ or a value is not
- * finite (which fails any threshold). */
+/* a against the reference r, n elements from `first`: cosine and relative
+ * error; NaN when the shapes differ or a value is not finite (which fails
+ * any threshold). */
 static void compare(const kiln_tensor *a, const void *a_data, const kiln_tensor *r,
                     const void *r_data, uint64_t first, uint64_t n, double *cos, double *rel) {
     *cos = *rel = NAN;
     if (a->dtype != r->dtype || a->ndim != r->ndim ||
         memcmp(a->ne, r->ne, (size_t)a->ndim * sizeof *a->ne))
         return;
-    double dot = 0, na = 0, nr = 0, maxd = 0, maxr = 0;
-    for (uint64_t k = first; k < first + n; k++) {
-        double x = elem(a->dtype, a_data, k), y = elem(r->dtype, r_data, k);
-        if (!isfinite(x) || !isfinite(y)) return;
-        double d = fabs(x - y);
-        dot += x * y;
-        na += x * x;
-        nr += y * y;
-        if (d > maxd) maxd = d;
-        if (fabs(y) > maxr) maxr = fabs(y);
-    }
-    double c = na == 0 && nr == 0 ? 1 : na == 0 || nr == 0 ? 0 : dot / sqrt(na * nr);
-    *cos = c > 1 ? 1 : c < -1 ? -1 : c;
-    *rel = maxr > 0 ? maxd / maxr : maxd > 0 ? INFINITY : 0;
+    kiln_cmp c;
+    kiln_compare_values(a->dtype, a_data, r->dtype, r_data, first, n, &c);
+    *cos = c.cos;
+    *rel = c.rel;
 }
 
 /* ---- the observers ------------------------------------------------------------------------ */
