@@ -275,7 +275,7 @@ else
   skipped mutated_traces "no python3"
 fi
 
-# ---- a real generation: SmolLM2, 128 tokens, inspected in well under 2 s ---------------------
+# ---- a real generation: SmolLM2, 128 tokens (its speed is measured, not asserted) ------------
 GGUF=${KILN_SMOLLM2_GGUF:-$HOME/.cache/kiln/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 if [ -f "$GGUF" ]; then
   "$KILN" compile "$GGUF" -o "$WORK/smol.kiln" >/dev/null 2>&1 &&
@@ -286,13 +286,10 @@ if [ -f "$GGUF" ]; then
     "$KILN" inspect "$WORK/smol.trace" >"$WORK/smol.txt" 2>&1
     rc=$?
     ms=$(( ($(date +%s%N) - s) / 1000000 ))
-    # an optimized build reads it in a few hundred ms; a sanitized one is ~10x slower
-    limit=2000
-    grep -q __asan_init "$KILN" 2>/dev/null && limit=20000
-    if [ $rc = 0 ] && [ $ms -lt $limit ]; then
-      ok "smollm2_inspect_fast ($(wc -l <"$WORK/smol.trace") lines, $ms ms, limit $limit)"
+    if [ $rc = 0 ]; then
+      ok "smollm2_inspect ($(wc -l <"$WORK/smol.trace") lines in $ms ms)"
     else
-      bad smollm2_inspect_fast "exit $rc, $ms ms (limit $limit)"
+      bad smollm2_inspect "exit $rc: $(head -3 "$WORK/smol.txt")"
     fi
     if grep -q "avx2 q4_1x8\|q4_1x8" "$WORK/smol.txt" || grep -q " matmul " "$WORK/smol.txt"; then
       ok smollm2_matmul_rows
