@@ -369,22 +369,12 @@ static int observe_reference(void *user, int method, int i, const kiln_tensor *c
     node_rec *r = &d->rec[i];
     if (phase == 0) {
         d->own_ok = 0;
-        kiln_tensor o = *out, cache;
-        const kiln_tensor *own_in[KILN_MAX_INPUTS];
-        for (int j = 0; j < n->n_in; j++)
-            own_in[j] = in[j];
+        kiln_tensor o = *out; /* a kv_store writes into a copy of the reference's cache there */
         o.data = d->own_buf;
-        if (n->op == KILN_OP_KV_STORE) {
-            /* it writes the cache it is given: give it a copy of the reference's */
-            cache = *in[0];
-            cache.data = d->own_buf;
-            memcpy(d->own_buf, in[0]->data, (size_t)kiln_tensor_bytes(in[0]));
-            own_in[0] = &cache;
-        } else if (d->g->values[n->out].kind != KILN_VAL_ACT) {
+        if (n->op != KILN_OP_KV_STORE && d->g->values[n->out].kind != KILN_VAL_ACT)
             return 0; /* another op writing state: no own error (n/a) */
-        }
-        kiln_status st = kiln_program_exec_node(d->be.prog, d->be.method, i, own_in, &o, d->scratch,
-                                                d->scratch_bytes);
+        kiln_status st =
+            kiln_program_exec_node(d->be.prog, d->be.method, i, in, &o, d->scratch, d->scratch_bytes);
         if (st) {
             fprintf(stderr, "kiln debug: node %d '%s' alone on the backend: %s\n", i, n->name,
                     kiln_last_error());

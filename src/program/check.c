@@ -145,19 +145,9 @@ static int observe_reference(void *user, int method, int i, const kiln_tensor *c
     }
     c->own_ok = 0;
     if (pt->checked && (kv || c->mod->methods[method].values[n->out].kind == KILN_VAL_ACT)) {
-        kiln_tensor o = *out, cache;
-        const kiln_tensor *own_in[KILN_MAX_INPUTS];
-        for (int j = 0; j < n->n_in; j++)
-            own_in[j] = in[j];
+        kiln_tensor o = *out; /* a kv_store writes into a copy of ref's cache there */
         o.data = c->own;
-        if (kv) { /* it writes the cache it is given: give it a copy of ref's */
-            cache = *in[0];
-            cache.data = c->own;
-            memcpy(c->own, in[0]->data, (size_t)kiln_tensor_bytes(in[0]));
-            own_in[0] = &cache;
-        }
-        kiln_status st =
-            kiln_program_exec_node(c->be, method, i, own_in, &o, c->scratch, c->scratch_bytes);
+        kiln_status st = kiln_program_exec_node(c->be, method, i, in, &o, c->scratch, c->scratch_bytes);
         if (st) return stop(c, kiln_error_wrap(st, "node '%s' alone on its backend", n->name));
         c->own_t = o;
         c->own_ok = 1;

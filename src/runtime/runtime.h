@@ -54,7 +54,10 @@ void kiln_session_set_observer(kiln_session *s, kiln_node_observer fn, void *use
 /* Runs node `node` of `method` alone on the backend the program gave it,
  * on the caller's tensors (out's shape computed here; out->data must hold
  * it) with the caller's scratch (at least kiln_method_scratch_bytes). For
- * the debugger: a node given exactly the reference's inputs. */
+ * the debugger and the partition check: a node given exactly the
+ * reference's inputs. The caller's state is never written: a kv_store,
+ * which writes its cache in place, is given a copy of the cache in
+ * out->data and writes there. */
 kiln_status kiln_program_exec_node(const kiln_program *p, int method, int node, const kiln_tensor *const *in,
                                    kiln_tensor *out, void *scratch, uint64_t scratch_bytes);
 /* Scratch bytes a method's nodes may use. */

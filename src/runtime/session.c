@@ -233,7 +233,16 @@ kiln_status kiln_program_exec_node(const kiln_program *p, int method, int node, 
     if (info->shape(n, in, &shape, err, sizeof err))
         return kiln_error(KILN_ERR_INVALID_ARG, "method '%s', node '%s' (%s): %s", g->name, n->name, info->name, err);
     memcpy(out->ne, shape.ne, sizeof shape.ne);
-    kiln_status st = p->backends[n->backend]->exec(p->backend_ctx[n->backend], n, in, out, scratch, scratch_bytes);
+    const kiln_tensor *args[KILN_MAX_INPUTS];
+    kiln_tensor cache;
+    for (int j = 0; j < n->n_in; j++) args[j] = in[j];
+    if (n->op == KILN_OP_KV_STORE) { /* it writes the cache it is given: a copy in out */
+        cache = *in[0];
+        cache.data = out->data;
+        if (out->data != in[0]->data) memcpy(out->data, in[0]->data, (size_t)kiln_tensor_bytes(in[0]));
+        args[0] = &cache;
+    }
+    kiln_status st = p->backends[n->backend]->exec(p->backend_ctx[n->backend], n, args, out, scratch, scratch_bytes);
     return st ? kiln_error_wrap(st, "method '%s', node '%s' (%s on %s)", g->name, n->name, info->name,
                                 p->mod.backends[n->backend])
               : KILN_OK;
