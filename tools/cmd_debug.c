@@ -171,13 +171,6 @@ static int parse_args(int argc, char **argv, options *o, int *help) {
 
 /* ---- random numbers ------------------------------------------------------------------------- */
 
-static uint64_t mix64(uint64_t x) { /* splitmix64's finalizer */
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 /* ---- comparing two tensors ------------------------------------------------------------------ */
 
 /* A tensor's compared part: the whole output, or a kv_store's cache rows. */
@@ -401,14 +394,6 @@ static int observe_reference(void *user, int method, int i, const kiln_tensor *c
 
 /* ---- the language model: history and inputs ------------------------------------------------- */
 
-static int find_input(const kiln_program *p, int method, const char *name) {
-    for (int i = 0; i < kiln_method_input_count(p, method); i++) {
-        kiln_tensor_info t;
-        if (!kiln_method_input_info(p, method, i, &t) && !strcmp(t.name, name)) return i;
-    }
-    return -1;
-}
-
 static int is_i32_vec(const kiln_program *p, int method, int input, int64_t len) {
     kiln_tensor_info t;
     return input >= 0 && !kiln_method_input_info(p, method, input, &t) && t.dtype == KILN_I32 &&
@@ -425,11 +410,11 @@ static int detect_llm(debugger *d) {
         kiln_program_find_method(p, "prefill", &d->pre) ||
         kiln_program_find_method(p, "decode", &d->dec))
         return 0;
-    d->pre_tok = find_input(p, d->pre, "tokens");
-    d->pre_pos = find_input(p, d->pre, "pos");
-    d->pre_all = find_input(p, d->pre, "all_logits");
-    d->dec_tok = find_input(p, d->dec, "tokens");
-    d->dec_pos = find_input(p, d->dec, "pos");
+    d->pre_tok = kiln_method_input_index(p, d->pre, "tokens");
+    d->pre_pos = kiln_method_input_index(p, d->pre, "pos");
+    d->pre_all = kiln_method_input_index(p, d->pre, "all_logits");
+    d->dec_tok = kiln_method_input_index(p, d->dec, "tokens");
+    d->dec_pos = kiln_method_input_index(p, d->dec, "pos");
     if (!is_i32_vec(p, d->pre, d->pre_tok, -1) || !is_i32_vec(p, d->pre, d->pre_pos, 1) ||
         !is_i32_vec(p, d->pre, d->pre_all, 1) || !is_i32_vec(p, d->dec, d->dec_tok, 1) ||
         !is_i32_vec(p, d->dec, d->dec_pos, 1) || kiln_method_input_count(p, d->pre) != 3 ||
@@ -444,16 +429,16 @@ static int detect_llm(debugger *d) {
 /* The token at context position q: the prompt's, then a hash of (seed, q). */
 static int32_t token_at(const debugger *d, int64_t q) {
     if (q < d->n_prompt) return d->prompt[q];
-    return (int32_t)(mix64(mix64((uint64_t)d->o->seed) + (uint64_t)q) % (uint64_t)d->vocab);
+    return kiln_token_at((uint64_t)d->o->seed, q, d->vocab);
 }
 
 /* Prefills tokens 0 .. d->position - 1 on one side, in calls of at most the
  * prefill size. */
 static kiln_status build_history(debugger *d, side *s, const char *label) {
     if (kiln_program_find_method(s->prog, "prefill", &s->pre) ||
-        (s->pre_tok = find_input(s->prog, s->pre, "tokens")) < 0 ||
-        (s->pre_pos = find_input(s->prog, s->pre, "pos")) < 0 ||
-        (s->pre_all = find_input(s->prog, s->pre, "all_logits")) < 0)
+        (s->pre_tok = kiln_method_input_index(s->prog, s->pre, "tokens")) < 0 ||
+        (s->pre_pos = kiln_method_input_index(s->prog, s->pre, "pos")) < 0 ||
+        (s->pre_all = kiln_method_input_index(s->prog, s->pre, "all_logits")) < 0)
         return kiln_error(KILN_ERR_INVALID_ARG,
                           "%s: no prefill method taking tokens, pos and all_logits", label);
     int32_t *tok = malloc((size_t)d->prefill_max * sizeof *tok);
@@ -507,9 +492,9 @@ static void random_input(debugger *d, int i, int64_t T) {
     for (int k = 0; k < t->ndim; k++)
         d->in_shape[i][k] = t->dynamic_mask >> k & 1 ? T : t->shape[k];
     uint64_t n = kiln_shape_elems(t->ndim, d->in_shape[i]);
-    uint64_t s = mix64((uint64_t)d->o->seed ^ mix64((uint64_t)i + 1));
+    uint64_t s = kiln_mix64((uint64_t)d->o->seed ^ kiln_mix64((uint64_t)i + 1));
     for (uint64_t k = 0; k < n; k++) {
-        uint64_t x = mix64(s + k);
+        uint64_t x = kiln_mix64(s + k);
         float f = (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
         switch (t->dtype) {
         case KILN_I32:

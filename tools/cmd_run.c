@@ -140,17 +140,6 @@ static int parse_args(int argc, char **argv, options *o, int *help) {
 
 /* ---- random numbers ------------------------------------------------------------------ */
 
-static uint64_t mix64(uint64_t x) { /* splitmix64's finalizer */
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-/* The token at context position p: the same for every session and split. */
-static int32_t token_at(uint64_t seed, int64_t p, int64_t vocab) {
-    return (int32_t)(mix64(mix64(seed) + (uint64_t)p) % (uint64_t)vocab);
-}
 
 /* ---- the runner ---------------------------------------------------------------------- */
 
@@ -324,7 +313,7 @@ static void random_input(const runner *r, const method *m, int i, slot *s, int64
     for (int d = 0; d < s->info.ndim; d++)
         s->shape[d] = s->info.dynamic_mask >> d & 1 ? T : s->info.shape[d];
     uint64_t n = kiln_shape_elems(s->info.ndim, s->shape);
-    uint64_t st = mix64(seed ^ mix64((uint64_t)m->index * 0x10001u + (uint64_t)i + 1));
+    uint64_t st = kiln_mix64(seed ^ kiln_mix64((uint64_t)m->index * 0x10001u + (uint64_t)i + 1));
     const char *name = s->info.name;
     if (s->info.dtype == KILN_I32) {
         int32_t *v = s->data;
@@ -333,14 +322,14 @@ static void random_input(const runner *r, const method *m, int i, slot *s, int64
         /* a position leaving room for the call's tokens */
         int64_t room = r->ctx - (T > 0 ? T : 1);
         for (uint64_t k = 0; k < n; k++) {
-            uint64_t x = mix64(st + k);
+            uint64_t x = kiln_mix64(st + k);
             v[k] = is_tok                ? (int32_t)(x % (uint64_t)r->vocab)
                    : is_pos && room >= 0 ? (int32_t)(x % (uint64_t)(room + 1))
                                          : 0;
         }
     } else {
         for (uint64_t k = 0; k < n; k++) {
-            float f = (float)((double)(mix64(st + k) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+            float f = (float)((double)(kiln_mix64(st + k) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
             if (s->info.dtype == KILN_F32)
                 ((float *)s->data)[k] = f;
             else if (s->info.dtype == KILN_F16)
@@ -570,7 +559,7 @@ static kiln_status llm_iteration(runner *r, const char *label, double *ms) {
             r->o->prompt_len - done < r->prefill_max ? r->o->prompt_len - done : r->prefill_max;
         if (r->pos + n > r->ctx) reset_session(r, label, "prefill");
         for (int64_t k = 0; k < n; k++)
-            ((int32_t *)tok->data)[k] = token_at(seed, r->pos + k, r->vocab);
+            ((int32_t *)tok->data)[k] = kiln_token_at(seed, r->pos + k, r->vocab);
         tok->shape[0] = n;
         *(int32_t *)pos->data = (int32_t)r->pos;
         *(int32_t *)all->data = 0;
@@ -584,7 +573,7 @@ static kiln_status llm_iteration(runner *r, const char *label, double *ms) {
     pos = &r->dec->in[r->dec_pos];
     for (long long g = 0; g < r->o->gen_len; g++) {
         if (r->pos + 1 > r->ctx) reset_session(r, label, "decode");
-        *(int32_t *)tok->data = token_at(seed, r->pos, r->vocab);
+        *(int32_t *)tok->data = kiln_token_at(seed, r->pos, r->vocab);
         *(int32_t *)pos->data = (int32_t)r->pos;
         if ((st = call(r, r->dec, ms)))
             return kiln_error_wrap(st, "%s: decode at position %lld", label, (long long)r->pos);

@@ -158,21 +158,6 @@ static int observe_reference(void *user, int method, int i, const kiln_tensor *c
 
 /* ---- the sample calls --------------------------------------------------------------------- */
 
-static int find_input(const kiln_program *p, int method, const char *name) {
-    for (int i = 0; i < kiln_method_input_count(p, method); i++) {
-        kiln_tensor_info t;
-        if (!kiln_method_input_info(p, method, i, &t) && !strcmp(t.name, name)) return i;
-    }
-    return -1;
-}
-
-static uint64_t mix64(uint64_t x) { /* splitmix64's finalizer */
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 /* prefill (tokens [P], pos [1], all_logits [1]) and decode (tokens [1],
  * pos [1]), as src/models/llama.c builds them; the sample tokens. */
 static kiln_status find_llm(checker *c) {
@@ -183,11 +168,11 @@ static kiln_status find_llm(checker *c) {
         kiln_program_meta_int(p, "llm.context_length", &ctx) || ctx < 1 ||
         kiln_program_find_method(p, "prefill", &c->pre) ||
         kiln_program_find_method(p, "decode", &c->dec) ||
-        (c->pre_tok = find_input(p, c->pre, "tokens")) < 0 ||
-        (c->pre_pos = find_input(p, c->pre, "pos")) < 0 ||
-        (c->pre_all = find_input(p, c->pre, "all_logits")) < 0 ||
-        (c->dec_tok = find_input(p, c->dec, "tokens")) < 0 ||
-        (c->dec_pos = find_input(p, c->dec, "pos")) < 0 ||
+        (c->pre_tok = kiln_method_input_index(p, c->pre, "tokens")) < 0 ||
+        (c->pre_pos = kiln_method_input_index(p, c->pre, "pos")) < 0 ||
+        (c->pre_all = kiln_method_input_index(p, c->pre, "all_logits")) < 0 ||
+        (c->dec_tok = kiln_method_input_index(p, c->dec, "tokens")) < 0 ||
+        (c->dec_pos = kiln_method_input_index(p, c->dec, "pos")) < 0 ||
         kiln_method_input_info(p, c->pre, c->pre_tok, &t) || t.ndim != 1 || t.shape[0] < 1)
         return kiln_error(KILN_ERR_UNSUPPORTED,
                           "check: the program has no prefill and decode methods to run");
@@ -195,7 +180,7 @@ static kiln_status find_llm(checker *c) {
     if (c->n_tok > ctx) c->n_tok = ctx;
     c->n_dec = ctx - c->n_tok < CHECK_DECODES ? ctx - c->n_tok : CHECK_DECODES;
     for (int64_t q = 0; q < c->n_tok + c->n_dec; q++)
-        c->tokens[q] = (int32_t)(mix64(mix64(0x6b696c6eULL) + (uint64_t)q) % (uint64_t)c->vocab);
+        c->tokens[q] = kiln_token_at(0x6b696c6eULL, q, c->vocab);
     return KILN_OK;
 }
 

@@ -208,3 +208,11 @@ int kiln_program_node_is_fallback(const kiln_program *p, const kiln_node *n) {
 const kiln_backend *kiln_program_node_backend(const kiln_program *p, const kiln_node *n) {
     return p->backends[n->backend];
 }
+
+int kiln_method_input_index(const kiln_program *p, int method, const char *name) {
+    for (int i = 0; i < kiln_method_input_count(p, method); i++) {
+        kiln_tensor_info t;
+        if (!kiln_method_input_info(p, method, i, &t) && !strcmp(t.name, name)) return i;
+    }
+    return -1;
+}

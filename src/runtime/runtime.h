@@ -48,6 +48,9 @@ void kiln_trace_node(struct kiln_trace *t, const kiln_program *p, int method, in
                      const kiln_tensor *const *in, const kiln_tensor *out, uint64_t t0, uint64_t t1);
 void kiln_trace_method(struct kiln_trace *t, int method, int64_t tokens, uint64_t t0, uint64_t t1, int ok);
 
+/* Index of the input named `name` of `method`, or -1. */
+int kiln_method_input_index(const kiln_program *p, int method, const char *name);
+
 /* Sets (fn NULL: clears) the session's node observer. */
 void kiln_session_set_observer(kiln_session *s, kiln_node_observer fn, void *user);
 
