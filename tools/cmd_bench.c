@@ -101,7 +101,7 @@ static uint64_t peak_rss_bytes(void) {
 
 static int run_machine(const char *cmd, int n_threads, long long mem_mib) {
     char path[4200];
-    kiln_status st = kiln_machine_default_path(path, sizeof path);
+    kiln_status st = kiln_machine_default_path(path, sizeof path, 1);
     if (st) return kiln_cli_fail(cmd, st);
     fprintf(stderr, "kiln bench: measuring (a %lld MiB buffer, 1 and %d threads)...\n", mem_mib,
             n_threads);

@@ -539,15 +539,9 @@ static int load_peaks(const char *given, insp_peaks *pk) {
         if (st) return kiln_cli_fail(CMD, st);
         snprintf(pk->source, sizeof pk->source, "%s", given);
     } else {
-        const char *cache = getenv("KILN_CACHE"), *home = getenv("HOME");
         char path[4096];
-        if (cache && *cache)
-            snprintf(path, sizeof path, "%s/machine.json", cache);
-        else if (home && *home)
-            snprintf(path, sizeof path, "%s/.cache/kiln/machine.json", home);
-        else {
-            snprintf(pk->source, sizeof pk->source,
-                     "neither KILN_CACHE nor HOME is set; give --peaks FILE");
+        if (kiln_machine_default_path(path, sizeof path, 0)) { /* reading: no folder made */
+            snprintf(pk->source, sizeof pk->source, "%s; give --peaks FILE", kiln_last_error());
             return 0;
         }
         struct stat sb;

@@ -459,7 +459,7 @@ static int make_dirs(char *path) {
     return mkdir(path, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
-kiln_status kiln_machine_default_path(char *buf, size_t cap) {
+kiln_status kiln_machine_default_path(char *buf, size_t cap, int create) {
     const char *cache = getenv("KILN_CACHE"), *home = getenv("HOME");
     char dir[4096];
     if (cache && *cache)
@@ -469,7 +469,7 @@ kiln_status kiln_machine_default_path(char *buf, size_t cap) {
     else
         return kiln_error(KILN_ERR_IO,
                           "neither KILN_CACHE nor HOME is set: no cache folder for machine.json");
-    if (make_dirs(dir))
+    if (create && make_dirs(dir))
         return kiln_error(KILN_ERR_IO, "cannot create the folder '%s': %s", dir, strerror(errno));
     if ((size_t)snprintf(buf, cap, "%s/machine.json", dir) >= cap)
         return kiln_error(KILN_ERR_IO, "cache path '%s' is too long", dir);

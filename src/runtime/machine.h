@@ -53,9 +53,9 @@ kiln_status kiln_machine_save(const kiln_machine_info *info, const char *path);
  * written on success. */
 kiln_status kiln_machine_load(const char *path, kiln_machine_info *out);
 
-/* $KILN_CACHE/machine.json, else $HOME/.cache/kiln/machine.json, creating
- * the folder. KILN_ERR_IO when neither variable is set or the folder cannot
- * be made. */
-kiln_status kiln_machine_default_path(char *buf, size_t cap);
+/* $KILN_CACHE/machine.json, else $HOME/.cache/kiln/machine.json; with
+ * `create`, the folder is made too (for writing). KILN_ERR_IO when neither
+ * variable is set or the folder cannot be made. */
+kiln_status kiln_machine_default_path(char *buf, size_t cap, int create);
 
 #endif /* KILN_RUNTIME_MACHINE_H */

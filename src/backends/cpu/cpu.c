@@ -65,6 +65,7 @@ typedef void (*axpy_f16_fn)(float, const uint16_t *, float *, int64_t);
 
 typedef struct cpu_ctx {
     const kiln_cpu_kernels *k; /* the chosen table */
+    int x86_simd;              /* k is an x86 SIMD table: AVX2, FMA and F16C are there */
     kiln_pool *pool;
     int n_threads;
     /* Resolved kernels: the chosen table's, else the scalar table's (which
@@ -377,7 +378,7 @@ static kiln_status k_vec(const cpu_ctx *c, const kiln_node *n, const kiln_tensor
         j.rows = in[0]->ne[0] * in[0]->ne[1] / j.width;
     }
     if (n->op == KILN_OP_ADD || n->op == KILN_OP_MUL) j.bcast = in[1]->ndim == 1;
-    j.simd = VEC_SIMD && strncmp(c->k->name, "avx", 3) == 0;
+    j.simd = VEC_SIMD && c->x86_simd;
     double cost =
         n->op == KILN_OP_SILU || n->op == KILN_OP_SWIGLU || n->op == KILN_OP_SOFTMAX ? 8 : 1;
     j.chunks = chunks_for(c, j.rows);
@@ -499,7 +500,7 @@ static kiln_status k_kv_store(const cpu_ctx *cc, const kiln_tensor *const *in, k
     if (c->dtype == KILN_F16) {
         uint16_t *dst = (uint16_t *)c->data + (int64_t)pos * c->ne[1];
 #if KV_F16_X86
-        if (strncmp(cc->k->name, "avx", 3) == 0) { /* x86 SIMD tables: F16C is there */
+        if (cc->x86_simd) {
             kv_f16_x86(src, dst, n);
             return KILN_OK;
         }
@@ -821,7 +822,7 @@ static kiln_status k_attention(const cpu_ctx *c, const kiln_node *n, const kiln_
     j.v_f16 = in[2]->dtype == KILN_F16;
     j.hd = n->iattr[KILN_ATTN_HEAD_DIM];
     /* x86 SIMD tables run only where AVX2, FMA and F16C are. */
-    j.simd = ATTN_SIMD && j.hd % 8 == 0 && strncmp(c->k->name, "avx", 3) == 0;
+    j.simd = ATTN_SIMD && j.hd % 8 == 0 && c->x86_simd;
     j.T = in[0]->ne[0];
     j.pos = *(const int32_t *)in[3]->data;
     j.nh = n->iattr[KILN_ATTN_N_HEAD];
@@ -1060,7 +1061,7 @@ static void name_units(cpu_ctx *c) {
     snprintf(c->unit_attn[1], sizeof c->unit_attn[1], "%s f16-cache attention", a16);
     snprintf(c->unit_vec, sizeof c->unit_vec, "%s f32", f32);
     snprintf(c->unit_silu, sizeof c->unit_silu, "%s f32 exp",
-             VEC_SIMD && !strncmp(c->k->name, "avx", 3) ? c->k->name : "portable");
+             VEC_SIMD && c->x86_simd ? c->k->name : "portable");
     for (int t = 0; t < KILN_DTYPE_END; t++)
         if (kiln_dtype_name((kiln_dtype)t))
             snprintf(c->unit_rows[t], sizeof c->unit_rows[t], "portable %s rows to f32",
@@ -1072,6 +1073,7 @@ static kiln_status cpu_open(const kiln_module *m, const kiln_open_options *o, vo
     cpu_ctx *c = kiln_calloc(1, sizeof *c);
     if (!c) return kiln_error(KILN_ERR_NOMEM, "cpu backend: out of memory");
     kiln_status st = kiln_cpu_kernels_select(o->cpu_variant, &c->k);
+    if (!st) c->x86_simd = strncmp(c->k->name, "avx", 3) == 0;
     if (!st) st = pick_threads(o, &c->n_threads);
     if (!st) st = kiln_pool_create(c->n_threads, &c->pool);
     if (st) goto fail;
