@@ -19,3 +19,12 @@ expect() {
   if [ -n "$pat" ] && ! grep -qF -- "$pat" <<<"$out"; then bad "$name" "output lacks '$pat': $(echo "$out" | head -3)"; return; fi
   ok "$name"
 }
+# smollm2_gguf: the path of the SmolLM2-135M-Instruct Q4_1 GGUF the main job
+# caches ($KILN_SMOLLM2_GGUF, else under $KILN_CACHE or ~/.cache/kiln), or
+# nothing when there is none.
+smollm2_gguf() {
+  local cache=${KILN_CACHE:-$HOME/.cache/kiln} g=${KILN_SMOLLM2_GGUF:-}
+  [ -n "$g" ] || g=$cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
+  [ -f "$g" ] || g=$(find "$cache" -name 'SmolLM2-135M-Instruct.Q4_1.gguf' 2>/dev/null | head -1)
+  if [ -n "$g" ] && [ -f "$g" ]; then echo "$g"; fi
+}

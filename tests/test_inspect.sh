@@ -276,8 +276,8 @@ else
 fi
 
 # ---- a real generation: SmolLM2, 128 tokens (its speed is measured, not asserted) ------------
-GGUF=${KILN_SMOLLM2_GGUF:-$HOME/.cache/kiln/models/SmolLM2-135M-Instruct.Q4_1.gguf}
-if [ -f "$GGUF" ]; then
+GGUF=$(KILN_CACHE=$HOME/.cache/kiln smollm2_gguf) # this test's own KILN_CACHE is empty
+if [ -n "$GGUF" ]; then
   "$KILN" compile "$GGUF" -o "$WORK/smol.kiln" >/dev/null 2>&1 &&
     "$KILN" generate -m "$WORK/smol.kiln" -p "Once upon a time" -n 128 --temp 0 -t 1 \
       --trace "$WORK/smol.trace" --no-stats >/dev/null 2>&1

@@ -105,9 +105,8 @@ replay() {
 # ---- smollm2 --------------------------------------------------------------------------
 
 if [ "$MODE" = smollm2 ]; then
-  GGUF=$CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf
-  [ -f "$GGUF" ] || GGUF=$(find "$CACHE" -name 'SmolLM2-135M-Instruct.Q4_1.gguf' 2>/dev/null | head -1)
-  if [ -z "$GGUF" ] || [ ! -f "$GGUF" ]; then
+  GGUF=$(smollm2_gguf)
+  if [ -z "$GGUF" ]; then
     skipped smollm2 "no SmolLM2-135M-Instruct.Q4_1.gguf under $CACHE: run 'bash scripts/run.sh' once"
     finish
   fi
