@@ -13,7 +13,7 @@
 #include "ir/ops.h"
 #include "kiln/kiln.h"
 #include "kiln/kiln_llm.h"
-#include "program/format.h"
+#include "format/format.h"
 
 static int verbose(void) {
     const char *v = getenv("KILN_TEST_VERBOSE");

@@ -1,4 +1,4 @@
-/* test_tensors.c: the tensor folder (src/runtime/tensors.c, docs/TENSORS.md):
+/* test_tensors.c: the tensor folder (src/devtools/tensors.c, docs/TENSORS.md):
  * .npy files round trip with their bytes, dtype and shape, are written
  * exactly as numpy.save writes them, and every damaged file or manifest is
  * an error naming the file and the rule; a tensor that does not fit a
@@ -15,8 +15,8 @@
 #include "harness.h"
 #include "ir/graph.h"
 #include "ir/ops.h"
-#include "program/format.h"
-#include "runtime/tensors.h"
+#include "format/format.h"
+#include "devtools/tensors.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
 

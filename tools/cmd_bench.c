@@ -1,7 +1,7 @@
 /* cmd_bench.c: `kiln bench`, llama-bench for a program: prompt processing
  * (ppN) and token generation (tgN) rates over repetitions and thread counts,
  * as a table, CSV or JSON; `kiln bench --machine` measures the machine
- * itself (src/runtime/machine.c) and stores it for the profiler. */
+ * itself (src/devtools/machine.c) and stores it for the profiler. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 
 #include "base/json.h"
 #include "cli.h"
-#include "runtime/machine.h"
+#include "devtools/machine.h"
 #include "runtime/runtime.h"
 
 static const char *HELP =

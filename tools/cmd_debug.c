@@ -16,9 +16,9 @@
 
 #include "cli.h"
 #include "kiln/kiln_compile.h"
-#include "runtime/compare.h"
+#include "devtools/compare.h"
 #include "runtime/runtime.h"
-#include "runtime/tensors.h"
+#include "devtools/tensors.h"
 
 static const char *CMD = "debug";
 

@@ -1,7 +1,7 @@
 /* cmd_run.c: `kiln run`, the executor runner: runs a program's methods for N
  * timed iterations on given or random inputs, prints each iteration's time
  * and a summary, and writes the last iteration's tensors in the tensor-folder
- * format (docs/TENSORS.md, src/runtime/tensors.c). For a language model,
+ * format (docs/TENSORS.md, src/devtools/tensors.c). For a language model,
  * `--method all` is one session: each iteration prefills a prompt and
  * decodes tokens after it, continuing the KV cache across iterations and
  * resetting it when the context is full. */
@@ -14,7 +14,7 @@
 
 #include "cli.h"
 #include "runtime/runtime.h"
-#include "runtime/tensors.h"
+#include "devtools/tensors.h"
 
 static const char *CMD = "run";
 

@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "kiln/kiln.h"
-#include "runtime/machine.h"
+#include "devtools/machine.h"
 
 /* ---- the trace as read ------------------------------------------------------------- */
 

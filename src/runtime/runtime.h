@@ -3,7 +3,7 @@
 #define KILN_RUNTIME_H
 
 #include "backends/backend.h"
-#include "program/format.h"
+#include "format/format.h"
 
 /* Called by the executor around every node of an execute (the debugger's
  * hook): phase 0 before the node runs (its inputs are ready, out's shape is

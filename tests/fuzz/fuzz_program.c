@@ -10,7 +10,7 @@
 #include "fuzz_common.h"
 #include "kiln/kiln.h"
 #include "llm/tokenizer.h"
-#include "program/format.h"
+#include "format/format.h"
 
 #define RUN_LIMIT (64u << 20) /* bytes of state + arena + inputs worth running */
 

@@ -9,8 +9,8 @@
 #include "import/import.h"
 #include "kiln/kiln_compile.h"
 #include "llm/tokenizer.h"
-#include "program/check.h"
-#include "program/format.h"
+#include "compiler/check.h"
+#include "format/format.h"
 #include "quant/quant.h"
 
 #define DEFAULT_PREFILL 128

@@ -1,7 +1,7 @@
 /* compare.c: tensor values against a reference (compare.h). */
 #include <math.h>
 
-#include "runtime/compare.h"
+#include "devtools/compare.h"
 
 static double elem(kiln_dtype t, const void *p, uint64_t k) {
     switch (t) {

@@ -10,7 +10,7 @@
 
 #include "base/json.h"
 #include "ir/graph.h"
-#include "runtime/tensors.h"
+#include "devtools/tensors.h"
 
 /* ---- dtypes ------------------------------------------------------------------ */
 

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "base/json.h"
-#include "runtime/machine.h"
+#include "devtools/machine.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define KILN_MACHINE_X86 1

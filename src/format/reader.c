@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "program/format.h"
+#include "format/format.h"
 
 #define MAX_NAME KILN_NAME_MAX
 #define MAX_STR (64u << 20) /* chat templates and such */

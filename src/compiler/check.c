@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "program/check.h"
-#include "runtime/compare.h"
+#include "compiler/check.h"
+#include "devtools/compare.h"
 #include "runtime/runtime.h"
 
 #define CHECK_PREFILL 8      /* tokens of the sample prefill (at most the method's) */

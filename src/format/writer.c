@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "program/format.h"
+#include "format/format.h"
 
 const char *kiln_section_name(uint32_t kind) {
     switch (kind) {
