@@ -56,15 +56,17 @@ static float fma_scalar(uint64_t iters) {
     return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
 }
 
+/* The int8 peak loops run for a second or more, so their 32-bit sums wrap
+ * by design: every sum here is unsigned, where wrapping is defined. */
 static float dot_scalar(uint64_t iters) {
-    int32_t acc[12] = {0};
+    uint32_t acc[12] = {0};
     volatile int8_t vx = 3, vy = -2; /* volatile: not folded into a closed form */
     for (uint64_t it = 0; it < iters; it++) {
         int8_t x = vx, y = vy;
         for (int i = 0; i < 12; i++)
-            acc[i] += (int32_t)x * (int32_t)(int8_t)(y + i);
+            acc[i] += (uint32_t)((int32_t)x * (int32_t)(int8_t)(y + i));
     }
-    int64_t s = 0;
+    uint32_t s = 0;
     for (int i = 0; i < 12; i++)
         s += acc[i];
     return (float)s;
@@ -125,7 +127,7 @@ __attribute__((target("avx2"))) static float dot_avx2(uint64_t iters) {
         _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3)),
                          _mm256_add_epi32(_mm256_add_epi32(c4, c5), _mm256_add_epi32(c6, c7)));
     s = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_add_epi32(c8, c9), _mm256_add_epi32(c10, c11)));
-    int32_t out[8];
+    uint32_t out[8];
     _mm256_storeu_si256((__m256i *)out, s);
     return (float)out[0];
 }
@@ -145,7 +147,12 @@ __attribute__((target("avx512f,avx512vnni"))) static float dot_vnni(uint64_t ite
         _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3)),
                          _mm512_add_epi32(_mm512_add_epi32(c4, c5), _mm512_add_epi32(c6, c7)));
     s = _mm512_add_epi32(s, _mm512_add_epi32(_mm512_add_epi32(c8, c9), _mm512_add_epi32(c10, c11)));
-    return (float)_mm512_reduce_add_epi32(s);
+    /* not _mm512_reduce_add_epi32: its lanes are summed as signed int */
+    uint32_t out[16], sum = 0;
+    _mm512_storeu_si512(out, s);
+    for (int i = 0; i < 16; i++)
+        sum += out[i];
+    return (float)sum;
 }
 #endif
 
@@ -185,7 +192,7 @@ static float dot_neon(uint64_t iters) {
     int32x4_t s = vaddq_s32(vaddq_s32(vaddq_s32(c0, c1), vaddq_s32(c2, c3)),
                             vaddq_s32(vaddq_s32(c4, c5), vaddq_s32(c6, c7)));
     s = vaddq_s32(s, vaddq_s32(vaddq_s32(c8, c9), vaddq_s32(c10, c11)));
-    return (float)vaddvq_s32(s);
+    return (float)vaddvq_u32(vreinterpretq_u32_s32(s));
 }
 
 /* SDOT: 16 s8 x s8 products summed into 4 i32 lanes. GCC takes the
@@ -209,7 +216,7 @@ KILN_MACHINE_SDOT static float dot_sdot(uint64_t iters) {
     int32x4_t s = vaddq_s32(vaddq_s32(vaddq_s32(c0, c1), vaddq_s32(c2, c3)),
                             vaddq_s32(vaddq_s32(c4, c5), vaddq_s32(c6, c7)));
     s = vaddq_s32(s, vaddq_s32(vaddq_s32(c8, c9), vaddq_s32(c10, c11)));
-    return (float)vaddvq_s32(s);
+    return (float)vaddvq_u32(vreinterpretq_u32_s32(s));
 }
 #endif
 #endif
