@@ -151,6 +151,11 @@ kiln_status kiln_method_output_info(const kiln_program *program, int method, int
  * KILN_ERR_INVALID_ARG when the key is missing or not an integer. */
 const char *kiln_program_meta_str(const kiln_program *program, const char *key);
 kiln_status kiln_program_meta_int(const kiln_program *program, const char *key, int64_t *value);
+/* An integer-array entry (e.g. "llm.end_token_ids"): *values (borrowed,
+ * lives as long as the program) and *n; KILN_ERR_INVALID_ARG when the key
+ * is missing or not an integer array. */
+kiln_status kiln_program_meta_ints(const kiln_program *program, const char *key, const int64_t **values,
+                                   int *n);
 
 /* ---- sessions ----------------------------------------------------------- */
 

@@ -96,6 +96,102 @@ const char *kiln_detokenizer_push(kiln_detokenizer *d, int id, size_t *len);
 const char *kiln_detokenizer_flush(kiln_detokenizer *d, size_t *len);
 void kiln_detokenizer_free(kiln_detokenizer *d);
 
+/* ---- the LLM program contract -------------------------------------------- */
+
+/* A kiln_llm is a program bound as a language model: its `prefill` and
+ * `decode` methods, their inputs, the context, the vocabulary and the end
+ * ids, found once. Every caller that feeds tokens through a program (the
+ * generation loop, perplexity, bench, run, debug, compile --check) goes
+ * through it, so the contract lives here and nowhere else.
+ *
+ * What a program must hold to bind (the compiler writes exactly this):
+ *   metadata  llm.context_length  int: positions a session's cache holds
+ *             llm.vocab_size      int: logits per token
+ *             llm.end_token_ids   int array, optional: ids that end generation
+ *   prefill   inputs  tokens      i32 [P], its one dimension dynamic (1..P)
+ *                     pos         i32 [1]: position of tokens[0]; the rope
+ *                                 position and the cache row of every token
+ *                     all_logits  i32 [1], optional: 1 = logits of every row
+ *             output 0 logits     f32 [T, vocab] when all_logits is 1, else
+ *                                 [1, vocab] (the last row)
+ *   decode    inputs  tokens i32 [1], pos i32 [1]; output 0 logits f32 [1, vocab]
+ * Any other input is refused at bind (KILN_ERR_UNSUPPORTED names it), never
+ * left unset. How the programs that come next will bind, each through an
+ * input of its own name, so today's programs bind unchanged:
+ *   - A backend whose prefill has a fixed size (NPU graphs are static):
+ *     `tokens` i32 [P] with no dynamic dimension plus `n_tokens` i32 [1], the
+ *     real count. The handle pads each chunk to P (repeating its last id),
+ *     sets n_tokens, and hands on only the real rows; prefill_fixed says so.
+ *   - Extra per-token inputs, such as image embeddings spliced into the
+ *     rows of image placeholder tokens (`embeds` f32 [P, n_embd]): set by
+ *     the caller per chunk through a callback given to the prefill call.
+ *   - Several rope position streams (M-RoPE's temporal, height and width:
+ *     `pos` i32 [3] for the first token, or `pos_ids` i32 [3, P] per
+ *     token): text-only rows get three equal streams from the handle.
+ *   - A cache row apart from the rope position (`cache_pos` i32 [1]; after
+ *     an image the rope positions jump while rows stay contiguous): the
+ *     handle then takes the cache row as `start` and the caller the rope
+ *     position.
+ *
+ * Ownership: a kiln_llm borrows its program (close the program after every
+ * handle bound to it is freed) and is immutable once bound: thread-safe,
+ * shared by any number of sessions of that program. The calls that run it
+ * take the session: one session must not be used by two threads at once,
+ * as kiln.h says. Errors follow kiln.h. */
+typedef struct kiln_llm kiln_llm;
+
+typedef struct kiln_llm_limits {
+    int context;       /* positions the cache holds: prompt + generation */
+    int vocab;         /* logits per token */
+    int prefill_max;   /* most tokens one prefill call takes (longer inputs go in chunks) */
+    int prefill_fixed; /* 1: every prefill call runs prefill_max rows (padded); 0 today */
+    int all_logits;    /* 1: prefill can return the logits of every row */
+} kiln_llm_limits;
+
+/* Binds a program as above. KILN_ERR_FORMAT names what is missing or has
+ * the wrong dtype or shape ("not an LLM program: method 'prefill' has no
+ * input 'pos'"); KILN_ERR_UNSUPPORTED an input the handle does not know.
+ * Free the handle with kiln_llm_free (NULL is a no-op). */
+kiln_status kiln_llm_bind(const kiln_program *program, kiln_llm **out);
+void kiln_llm_free(kiln_llm *llm);
+
+const kiln_program *kiln_llm_program(const kiln_llm *llm); /* borrowed */
+/* Borrowed, lives as long as the handle. */
+const kiln_llm_limits *kiln_llm_get_limits(const kiln_llm *llm);
+/* Method indices of the two methods (for a trace, an observer, a report). */
+int kiln_llm_prefill_method(const kiln_llm *llm);
+int kiln_llm_decode_method(const kiln_llm *llm);
+/* The end ids (*n of them, maybe 0; borrowed), and whether `id` is one. */
+const int64_t *kiln_llm_end_ids(const kiln_llm *llm, int *n);
+int kiln_llm_is_end(const kiln_llm *llm, int32_t id);
+
+/* The checks every run call makes before any work: n >= 1 ids at positions
+ * start.. inside the context, each id in the vocabulary.
+ * KILN_ERR_INVALID_ARG names the id or the count and the limit. */
+kiln_status kiln_llm_check_tokens(const kiln_llm *llm, const int32_t *ids, int n, int start);
+
+/* Runs ids[0..n) through prefill at positions start.., in chunks of at most
+ * prefill_max tokens, and points *logits (may be NULL) at the last token's
+ * logits [vocab]: borrowed from the session, valid until its next execute.
+ * The cache must hold positions 0..start-1; the rows start..start+n-1 are
+ * written. Nothing is reset. */
+kiln_status kiln_llm_prefill(kiln_session *session, const kiln_llm *llm, const int32_t *ids, int n,
+                             int start, const float **logits);
+
+/* kiln_llm_prefill with every row's logits: after each chunk, fn receives
+ * the chunk's first index in ids, its length and its logits [len, vocab]
+ * (borrowed for the call). A non-zero return stops with
+ * KILN_ERR_CANCELLED. chunk caps the chunk length (0 = prefill_max).
+ * KILN_ERR_UNSUPPORTED when the program's prefill has no all_logits. */
+typedef int (*kiln_llm_rows_fn)(void *user, int first, int len, const float *logits);
+kiln_status kiln_llm_prefill_rows(kiln_session *session, const kiln_llm *llm, const int32_t *ids, int n,
+                                  int start, int chunk, kiln_llm_rows_fn fn, void *user);
+
+/* Runs one token through decode at position pos; *logits (may be NULL) as
+ * for kiln_llm_prefill. */
+kiln_status kiln_llm_decode(kiln_session *session, const kiln_llm *llm, int32_t id, int pos,
+                            const float **logits);
+
 /* ---- generation --------------------------------------------------------- */
 
 /* Sampling follows llama.cpp's default sampler chain, with its defaults

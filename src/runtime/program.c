@@ -201,6 +201,15 @@ kiln_status kiln_program_meta_int(const kiln_program *p, const char *key, int64_
     return KILN_OK;
 }
 
+kiln_status kiln_program_meta_ints(const kiln_program *p, const char *key, const int64_t **values, int *n) {
+    const kiln_meta *e = kiln_meta_find(&p->mod, key);
+    if (!e || e->type != KILN_META_INT_ARRAY)
+        return kiln_error(KILN_ERR_INVALID_ARG, "no integer-array metadata '%s'", key);
+    *values = e->ia;
+    *n = (int)e->n;
+    return KILN_OK;
+}
+
 int kiln_program_node_is_fallback(const kiln_program *p, const kiln_node *n) {
     return p->fallback[n->backend];
 }
