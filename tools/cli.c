@@ -91,9 +91,6 @@ int kiln_cli_progress(void *user, const char *stage, uint64_t done, uint64_t tot
 
 /* ---- generation flags ------------------------------------------------------- */
 
-/* The library's limit (KILN_MAX_THREADS); a larger count is refused at open. */
-#define KILN_CLI_MAX_THREADS 256
-
 void kiln_cli_sampling_init(kiln_cli_sampling *s) {
     s->n_predict = -1;
     s->seed = -1;
@@ -119,9 +116,9 @@ int kiln_cli_sampling_flag(const char *cmd, int argc, char **argv, int *i, kiln_
         if (kiln_cli_int(val, -1, 1 << 24, &s->n_predict))
             return kiln_cli_usage_error(cmd, "-n must be -1 or a count >= 0, got '%s'", val), -1;
     } else if (is_t) {
-        if (kiln_cli_int(val, 1, KILN_CLI_MAX_THREADS, &s->n_threads))
+        if (kiln_cli_int(val, 1, KILN_MAX_THREADS, &s->n_threads))
             return kiln_cli_usage_error(cmd, "-t must be a thread count in 1..%d, got '%s'",
-                                        KILN_CLI_MAX_THREADS, val), -1;
+                                        KILN_MAX_THREADS, val), -1;
     } else if (!strcmp(a, "--temp")) {
         if (kiln_cli_float(val, 0, 100, &s->temp))
             return kiln_cli_usage_error(cmd, "--temp must be a number in 0..100, got '%s'", val), -1;

@@ -9,10 +9,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "base/json.h"
 #include "cli.h"
-#include "devtools/machine.h"
-#include "runtime/runtime.h"
+#include "devtools/devtools.h"
 
 static const char *HELP =
     "usage: kiln bench -m MODEL.kiln [options]\n"
@@ -128,60 +126,21 @@ typedef struct {
     uint64_t size, params; /* weight bytes and elements */
     char backend[256];     /* backends the nodes use, "cpu+ref" */
     const char *type_k, *type_v;
-    int64_t ctx, vocab, prefill_max;
-    int pre, dec;                  /* methods */
-    int pre_tok, pre_pos, pre_all; /* their inputs */
-    int dec_tok, dec_pos;
+    int64_t ctx, vocab, prefill_max; /* the LLM limits (kiln_llm) */
 } model_info;
 
-static kiln_status input_index(const kiln_program *p, int method, const char *name, int *out) {
-    for (int i = 0; i < kiln_method_input_count(p, method); i++) {
-        kiln_tensor_info ti;
-        if (!kiln_method_input_info(p, method, i, &ti) && !strcmp(ti.name, name)) {
-            *out = i;
-            return KILN_OK;
-        }
-    }
-    return kiln_error(KILN_ERR_INVALID_ARG,
-                      "method '%s' has no input '%s': not a language-model program",
-                      kiln_program_method_name(p, method), name);
-}
-
-static kiln_status describe(const kiln_program *p, model_info *mi) {
-    const kiln_module *m = &p->mod;
-    kiln_status st;
-    if ((st = kiln_program_find_method(p, "prefill", &mi->pre)) ||
-        (st = kiln_program_find_method(p, "decode", &mi->dec)))
-        return kiln_error_wrap(st, "kiln bench needs the methods prefill and decode");
-    if ((st = input_index(p, mi->pre, "tokens", &mi->pre_tok)) ||
-        (st = input_index(p, mi->pre, "pos", &mi->pre_pos)) ||
-        (st = input_index(p, mi->pre, "all_logits", &mi->pre_all)) ||
-        (st = input_index(p, mi->dec, "tokens", &mi->dec_tok)) ||
-        (st = input_index(p, mi->dec, "pos", &mi->dec_pos)))
-        return st;
-    if ((st = kiln_program_meta_int(p, "llm.vocab_size", &mi->vocab)) ||
-        (st = kiln_program_meta_int(p, "llm.context_length", &mi->ctx)))
-        return st;
-    if (mi->vocab < 1)
-        return kiln_error(KILN_ERR_FORMAT, "vocabulary size %lld", (long long)mi->vocab);
-    mi->prefill_max = m->methods[mi->pre].max_tokens;
+static void describe(const kiln_program *p, const kiln_llm *lm, model_info *mi) {
+    const kiln_module *m = kiln_program_module(p);
+    const kiln_llm_limits *lim = kiln_llm_get_limits(lm);
+    mi->ctx = lim->context;
+    mi->vocab = lim->vocab;
+    mi->prefill_max = lim->prefill_max;
     mi->size = mi->params = 0;
     for (int i = 0; i < m->n_consts; i++) {
         mi->size += m->consts[i].nbytes;
         mi->params += kiln_shape_elems(m->consts[i].ndim, m->consts[i].ne);
     }
-    uint8_t used[256] = {0};
-    for (int k = 0; k < m->n_methods; k++)
-        for (int i = 0; i < m->methods[k].n_nodes; i++) {
-            int b = m->methods[k].nodes[i].backend;
-            if (b >= 0 && b < 256) used[b] = 1;
-        }
-    mi->backend[0] = 0;
-    for (int b = 0; b < m->n_backends && b < 256; b++) {
-        if (!used[b]) continue;
-        size_t l = strlen(mi->backend);
-        snprintf(mi->backend + l, sizeof mi->backend - l, "%s%s", l ? "+" : "", m->backends[b]);
-    }
+    kiln_program_backends_used(p, -1, mi->backend, sizeof mi->backend);
     mi->type_k = mi->type_v = "?";
     for (int i = 0; i < m->n_states; i++) {
         if (!strncmp(m->states[i].name, "kv_cache.k.", 11))
@@ -189,7 +148,6 @@ static kiln_status describe(const kiln_program *p, model_info *mi) {
         if (!strncmp(m->states[i].name, "kv_cache.v.", 11))
             mi->type_v = kiln_dtype_name(m->states[i].dtype);
     }
-    return KILN_OK;
 }
 
 /* ---- the tests ------------------------------------------------------------------ */
@@ -205,45 +163,28 @@ typedef struct {
 /* One run of test r: prefill r->n_prompt tokens in calls of at most
  * prefill_max, or r->n_gen decode steps from position 0 (only `limit` of
  * them for a warm-up). Returns the seconds, or -1 on error. */
-static double run_once(kiln_session *s, const model_info *mi, const result *r, const int32_t *toks,
-                       int limit) {
+static double run_once(kiln_session *s, const kiln_llm *lm, const result *r, const int32_t *toks, int limit) {
     kiln_status st = kiln_session_reset(s);
-    int64_t one = 1;
-    int32_t zero = 0;
     double t0 = kiln_now_ms();
     if (r->n_prompt) {
-        st = st ? st : kiln_session_set_input(s, mi->pre, mi->pre_all, &zero, KILN_I32, 1, &one);
-        for (int done = 0; done < r->n_prompt && !st;) {
-            int64_t n = r->n_prompt - done < r->n_batch ? r->n_prompt - done : r->n_batch;
-            int32_t pos = done;
-            if (!(st = kiln_session_set_input(s, mi->pre, mi->pre_tok, toks + done, KILN_I32, 1,
-                                              &n)) &&
-                !(st = kiln_session_set_input(s, mi->pre, mi->pre_pos, &pos, KILN_I32, 1, &one)))
-                st = kiln_session_execute(s, mi->pre);
-            done += (int)n;
-        }
+        if (!st) st = kiln_llm_prefill(s, lm, toks, r->n_prompt, 0, r->n_batch, NULL);
     } else {
         int n = r->n_gen < limit ? r->n_gen : limit;
-        for (int i = 0; i < n && !st && !kiln_cli_interrupted; i++) {
-            int32_t pos = i;
-            if (!(st = kiln_session_set_input(s, mi->dec, mi->dec_tok, toks + i, KILN_I32, 1,
-                                              &one)) &&
-                !(st = kiln_session_set_input(s, mi->dec, mi->dec_pos, &pos, KILN_I32, 1, &one)))
-                st = kiln_session_execute(s, mi->dec);
-        }
+        for (int i = 0; i < n && !st && !kiln_cli_interrupted; i++)
+            st = kiln_llm_decode(s, lm, toks[i], i, NULL);
     }
     double t = (kiln_now_ms() - t0) / 1e3;
     return st ? -1 : t;
 }
 
-static kiln_status run_test(kiln_session *s, const model_info *mi, result *r, const int32_t *toks) {
+static kiln_status run_test(kiln_session *s, const kiln_llm *lm, result *r, const int32_t *toks) {
     int n = r->n_prompt ? r->n_prompt : r->n_gen;
     /* llama-bench's warm-up: the whole prompt, or one generated token */
-    if (run_once(s, mi, r, toks, 1) < 0) return kiln_last_status();
+    if (run_once(s, lm, r, toks, 1) < 0) return kiln_last_status();
     double sum = 0;
     for (int i = 0; i < r->reps; i++) {
         if (kiln_cli_interrupted) return KILN_ERR_CANCELLED;
-        double t = run_once(s, mi, r, toks, n);
+        double t = run_once(s, lm, r, toks, n);
         if (t < 0) return kiln_last_status();
         r->samples[i] = n / (t > 1e-9 ? t : 1e-9);
         sum += r->samples[i];
@@ -451,12 +392,14 @@ int kiln_cmd_bench(int argc, char **argv) {
         oo.n_threads = threads.v[ti];
         kiln_program *p = NULL;
         kiln_session *s = NULL;
+        kiln_llm *lm = NULL;
         if ((st = kiln_program_open_with(model, &oo, &p))) break;
+        if ((st = kiln_llm_bind(p, &lm))) {
+            kiln_program_close(p);
+            break;
+        }
         if (ti == 0) {
-            if ((st = describe(p, &mi))) {
-                kiln_program_close(p);
-                break;
-            }
+            describe(p, lm, &mi);
             int longest = 0;
             for (int i = 0; i < pp.n; i++)
                 longest = pp.v[i] > longest ? pp.v[i] : longest;
@@ -467,6 +410,7 @@ int kiln_cmd_bench(int argc, char **argv) {
                     KILN_ERR_INVALID_ARG,
                     "a test of %d tokens does not fit the program's context of %lld positions",
                     longest, (long long)mi.ctx);
+                kiln_llm_free(lm);
                 kiln_program_close(p);
                 break;
             }
@@ -474,6 +418,7 @@ int kiln_cmd_bench(int argc, char **argv) {
             toks = malloc(sizeof(int32_t) * (size_t)(longest ? longest : 1));
             if (!toks) {
                 st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+                kiln_llm_free(lm);
                 kiln_program_close(p);
                 break;
             }
@@ -486,6 +431,7 @@ int kiln_cmd_bench(int argc, char **argv) {
             header = 1;
         }
         if ((st = kiln_session_create(p, &s))) {
+            kiln_llm_free(lm);
             kiln_program_close(p);
             break;
         }
@@ -493,6 +439,7 @@ int kiln_cmd_bench(int argc, char **argv) {
         if (trace_path && ((st = kiln_trace_create(&trace)) || (st = kiln_session_set_trace(s, trace)))) {
             kiln_trace_free(trace);
             kiln_session_destroy(s);
+            kiln_llm_free(lm);
             kiln_program_close(p);
             break;
         }
@@ -509,7 +456,7 @@ int kiln_cmd_bench(int argc, char **argv) {
             r->n_threads = threads.v[ti];
             r->n_batch = is_pp ? (n < mi.prefill_max ? n : (int)mi.prefill_max) : 1;
             r->reps = reps;
-            if (!(st = run_test(s, &mi, r, toks))) {
+            if (!(st = run_test(s, lm, r, toks))) {
                 print_result(fmt, &mi, r, first);
                 first = 0;
                 if (is_pp && ti == 0 && n_notes < MAX_LIST) {
@@ -535,6 +482,7 @@ int kiln_cmd_bench(int argc, char **argv) {
             kiln_trace_free(trace);
         }
         kiln_session_destroy(s);
+        kiln_llm_free(lm);
         kiln_program_close(p);
     }
     if (st) {

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/json.h"
+#include "devtools/devtools.h"
 #include "cli.h"
 #include "kiln/kiln_llm.h"
 
@@ -266,18 +266,18 @@ int kiln_cmd_chat(int argc, char **argv) {
     size_t line_cap = 0;
     answer ans = {0};
     kiln_chat_format fmt;
-    int64_t ctx64 = 0;
+    kiln_llm *lm = NULL;
     kiln_status st = kiln_cli_open_program(model, &smp, &prog);
     if (!st) st = kiln_tokenizer_from_program(prog, &tok);
     if (!st) st = kiln_cli_chat_format(prog, tmpl, &fmt);
-    if (!st) st = kiln_program_meta_int(prog, "llm.context_length", &ctx64);
+    if (!st) st = kiln_llm_bind(prog, &lm);
     if (!st) st = kiln_session_create(prog, &sess);
     if (!st) st = kiln_detokenizer_create(tok, &ans.detok);
     if (st) {
         rc = kiln_cli_fail(cmd, st);
         goto done;
     }
-    ctx = (int)ctx64;
+    ctx = kiln_llm_get_limits(lm)->context;
     if (!(past = malloc(sizeof *past * (size_t)ctx)) || !(ans.ids = malloc(sizeof *ans.ids * (size_t)ctx))) {
         rc = kiln_cli_fail(cmd, kiln_error(KILN_ERR_NOMEM, "out of memory"));
         goto done;
@@ -374,6 +374,7 @@ done:
     kiln_detokenizer_free(ans.detok);
     kiln_tokenizer_free(tok);
     kiln_session_destroy(sess);
+    kiln_llm_free(lm);
     kiln_program_close(prog);
     return rc;
 }

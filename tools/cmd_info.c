@@ -4,10 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "base/json.h"
 #include "cli.h"
-#include "ir/ops.h"
-#include "runtime/runtime.h"
+#include "devtools/devtools.h"
 
 static const char *HELP =
     "usage: kiln info MODEL.kiln [--json] [--verify]\n"
@@ -93,12 +91,12 @@ static void io_json(const kiln_graph *g, const int32_t *idx, int n) {
     printf("]");
 }
 
-static void print_text(const kiln_program *p, int verified) {
-    const kiln_module *m = &p->mod;
+static void print_text(const kiln_program *p, const char *path, int verified) {
+    const kiln_module *m = kiln_program_module(p);
     char buf[96];
-    printf("program: %s\n", p->path);
-    printf("  format version %d, %zu bytes, %d sections%s\n", KILN_FORMAT_VERSION, p->map.size,
-           p->n_sections, verified ? ", all checksums verified" : "");
+    printf("program: %s\n", path);
+    printf("  format version %d, %zu bytes, %d sections%s\n", KILN_FORMAT_VERSION, (size_t)kiln_program_file_bytes(p),
+           kiln_program_section_count(p), verified ? ", all checksums verified" : "");
     printf("metadata (%d keys):\n", m->n_meta);
     for (int i = 0; i < m->n_meta; i++) {
         printf("  %-28s = ", m->meta[i].key);
@@ -143,12 +141,12 @@ static void print_text(const kiln_program *p, int verified) {
     }
 }
 
-static void print_json(const kiln_program *p, int verified) {
-    const kiln_module *m = &p->mod;
+static void print_json(const kiln_program *p, const char *path, int verified) {
+    const kiln_module *m = kiln_program_module(p);
     printf("{\"path\": ");
-    json_str(p->path);
+    json_str(path);
     printf(", \"format_version\": %d, \"file_bytes\": %zu, \"checksums_verified\": %s,\n",
-           KILN_FORMAT_VERSION, p->map.size, verified ? "true" : "false");
+           KILN_FORMAT_VERSION, (size_t)kiln_program_file_bytes(p), verified ? "true" : "false");
     printf(" \"metadata\": {");
     for (int i = 0; i < m->n_meta; i++) {
         printf("%s", i ? ", " : "");
@@ -232,8 +230,8 @@ int kiln_cmd_info(int argc, char **argv) {
         kiln_program_close(p);
         return kiln_cli_fail(cmd, st);
     }
-    if (json) print_json(p, verify);
-    else print_text(p, verify);
+    if (json) print_json(p, path, verify);
+    else print_text(p, path, verify);
     kiln_program_close(p);
     return KILN_EXIT_OK;
 }

@@ -105,50 +105,28 @@ typedef struct {
     kiln_program *prog;
     kiln_session *sess;
     kiln_tokenizer *tok;
-    int prefill;                   /* method index */
-    int in_tokens, in_pos, in_all; /* its inputs */
-    int prefill_max;               /* most tokens one prefill call takes */
-    int ctx;                       /* llm.context_length */
-    int vocab;                     /* width of a logits row */
+    kiln_llm *lm;
+    int prefill_max; /* most tokens one prefill call takes */
+    int ctx;         /* positions the cache holds */
+    int vocab;       /* width of a logits row */
 } ppl_model;
 
-static int input_index(const ppl_model *m, const char *name, kiln_tensor_info *info) {
-    for (int i = 0; i < kiln_method_input_count(m->prog, m->prefill); i++)
-        if (!kiln_method_input_info(m->prog, m->prefill, i, info) && !strcmp(info->name, name))
-            return i;
-    return -1;
-}
-
-/* Opens a program, its tokenizer and a session, and finds what a
- * perplexity run needs: prefill's tokens/pos/all_logits inputs, its most
- * tokens per call, the context and the vocabulary. 0 or an exit code. */
+/* Opens a program, its tokenizer and a session, and binds it as an LLM
+ * whose prefill gives every row's logits. 0 or an exit code. */
 static int model_open(ppl_model *m, const char *path, const kiln_cli_sampling *smp) {
     kiln_status st;
-    kiln_tensor_info info;
-    int64_t ctx;
     m->path = path;
-    if ((st = kiln_cli_open_program(path, smp, &m->prog)) ||
-        (st = kiln_tokenizer_from_program(m->prog, &m->tok)))
+    if ((st = kiln_cli_open_program(path, smp, &m->prog)) || (st = kiln_tokenizer_from_program(m->prog, &m->tok)) ||
+        (st = kiln_llm_bind(m->prog, &m->lm)))
         return kiln_cli_fail(CMD, st);
-    if (kiln_program_find_method(m->prog, "prefill", &m->prefill) ||
-        kiln_program_meta_int(m->prog, "llm.context_length", &ctx))
-        return fail("'%s' is not an LLM program (no 'prefill' method or no llm.context_length)",
-                    path);
-    if ((m->in_all = input_index(m, "all_logits", &info)) < 0)
+    const kiln_llm_limits *lim = kiln_llm_get_limits(m->lm);
+    if (!lim->all_logits)
         return fail("'%s': method 'prefill' has no 'all_logits' input, so it cannot give the "
                     "logits of every position (recompile the program with this kiln)",
                     path);
-    if ((m->in_pos = input_index(m, "pos", &info)) < 0 ||
-        (m->in_tokens = input_index(m, "tokens", &info)) < 0 || info.ndim != 1 ||
-        info.dtype != KILN_I32)
-        return fail("'%s': method 'prefill' lacks an i32 'tokens' [n] or a 'pos' input", path);
-    m->prefill_max = (int)info.shape[0];
-    if (kiln_method_output_count(m->prog, m->prefill) < 1 ||
-        kiln_method_output_info(m->prog, m->prefill, 0, &info) || info.ndim != 2 ||
-        info.dtype != KILN_F32 || info.shape[1] < 1 || info.shape[1] > 0x7fffffff)
-        return fail("'%s': the output of 'prefill' is not f32 logits [n, vocab]", path);
-    m->vocab = (int)info.shape[1];
-    m->ctx = ctx > 0x7fffffff ? 0x7fffffff : (int)ctx;
+    m->prefill_max = lim->prefill_max;
+    m->vocab = lim->vocab;
+    m->ctx = lim->context;
     if (kiln_tokenizer_vocab_size(m->tok) > m->vocab)
         return fail("'%s': the tokenizer has %d tokens, more than the %d logits of a row", path,
                     kiln_tokenizer_vocab_size(m->tok), m->vocab);
@@ -158,33 +136,25 @@ static int model_open(ppl_model *m, const char *path, const kiln_cli_sampling *s
 
 static void model_close(ppl_model *m) {
     kiln_session_destroy(m->sess);
+    kiln_llm_free(m->lm);
     kiln_tokenizer_free(m->tok);
     kiln_program_close(m->prog);
 }
 
-/* Runs tokens[0..n) through prefill at position pos; with `all` every
- * row's logits come out (else only the last). *logits is borrowed from the
- * session until its next execute. 0 or an exit code (message printed). */
-static int model_run(ppl_model *m, const int32_t *tokens, int n, int pos, int all,
-                     const float **logits) {
-    int32_t flag = all != 0, p = pos;
-    int64_t one = 1, len = n, shape[KILN_MAX_DIMS];
-    const void *out;
-    int ndim;
-    kiln_status st;
-    if (kiln_cli_interrupted) return kiln_cli_fail(CMD, KILN_ERR_CANCELLED);
-    if ((st = kiln_session_set_input(m->sess, m->prefill, m->in_all, &flag, KILN_I32, 1, &one)) ||
-        (st = kiln_session_set_input(m->sess, m->prefill, m->in_tokens, tokens, KILN_I32, 1,
-                                     &len)) ||
-        (st = kiln_session_set_input(m->sess, m->prefill, m->in_pos, &p, KILN_I32, 1, &one)) ||
-        (st = kiln_session_execute(m->sess, m->prefill)) ||
-        (st = kiln_session_get_output(m->sess, m->prefill, 0, &out, NULL, &ndim, shape)))
-        return kiln_cli_fail(CMD, st);
-    if (ndim != 2 || shape[0] != (all ? n : 1) || shape[1] != m->vocab)
-        return fail("'%s': prefill gave logits [%lld, %lld], expected [%d, %d]", m->path,
-                    (long long)shape[0], (long long)shape[1], all ? n : 1, m->vocab);
-    *logits = out;
+static int keep_rows(void *user, int first, int len, const float *logits) {
+    *(const float **)user = logits;
     return 0;
+}
+
+/* Runs tokens[0..n) (n <= prefill_max: one call) through prefill at
+ * position pos; with `all` every row's logits come out (else only the
+ * last). *logits is borrowed from the session until its next execute. 0 or
+ * an exit code (message printed). */
+static int model_run(ppl_model *m, const int32_t *tokens, int n, int pos, int all, const float **logits) {
+    if (kiln_cli_interrupted) return kiln_cli_fail(CMD, KILN_ERR_CANCELLED);
+    kiln_status st = all ? kiln_llm_prefill_rows(m->sess, m->lm, tokens, n, pos, n, keep_rows, (void *)logits)
+                         : kiln_llm_prefill(m->sess, m->lm, tokens, n, pos, n, logits);
+    return st ? kiln_cli_fail(CMD, st) : 0;
 }
 
 /* ---- tokens ----------------------------------------------------------------- */

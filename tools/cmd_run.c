@@ -13,8 +13,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
-#include "runtime/runtime.h"
-#include "devtools/tensors.h"
+#include "devtools/devtools.h"
 
 static const char *CMD = "run";
 
@@ -173,11 +172,12 @@ typedef struct {
     kiln_session *sess;
     method *m;
     int n_m;
-    int64_t vocab, ctx; /* 0 when the program does not say */
+    kiln_llm *lm;       /* the program bound as an LLM, or NULL when it is none */
+    int64_t vocab, ctx; /* its limits; 0 when it is none */
     /* the language-model loop */
     int llm;
     method *pre, *dec;
-    int pre_tok, pre_pos, pre_all, dec_tok, dec_pos;
+    int pre_tok, pre_pos, pre_all, dec_tok, dec_pos; /* pre_all -1 when the program has none */
     int64_t prefill_max;
     int64_t pos; /* tokens in the session */
     int capture; /* keep tensors for --output-dir (the last iteration) */
@@ -306,6 +306,14 @@ static kiln_status call(runner *r, method *m, double *ms) {
 
 /* ---- inputs ------------------------------------------------------------------------------ */
 
+/* Whether input i of method m is, in an LLM program, the prefill input
+ * `pre` or the decode input `dec` of the contract (kiln_llm.h). */
+static int llm_input_is(const runner *r, const method *m, int i, kiln_llm_input pre, kiln_llm_input dec) {
+    if (!r->lm) return 0;
+    if (m->index == kiln_llm_prefill_method(r->lm)) return i == kiln_llm_input_index(r->lm, pre);
+    return m->index == kiln_llm_decode_method(r->lm) && i == kiln_llm_input_index(r->lm, dec);
+}
+
 /* Fills slot s with valid random values; T is the token count for a
  * dynamic dimension. */
 static void random_input(const runner *r, const method *m, int i, slot *s, int64_t T,
@@ -314,11 +322,10 @@ static void random_input(const runner *r, const method *m, int i, slot *s, int64
         s->shape[d] = s->info.dynamic_mask >> d & 1 ? T : s->info.shape[d];
     uint64_t n = kiln_shape_elems(s->info.ndim, s->shape);
     uint64_t st = kiln_mix64(seed ^ kiln_mix64((uint64_t)m->index * 0x10001u + (uint64_t)i + 1));
-    const char *name = s->info.name;
     if (s->info.dtype == KILN_I32) {
         int32_t *v = s->data;
-        int is_tok = !strcmp(name, "tokens") && r->vocab > 0;
-        int is_pos = !strcmp(name, "pos") && r->ctx > 0;
+        int is_tok = llm_input_is(r, m, i, KILN_LLM_PREFILL_TOKENS, KILN_LLM_DECODE_TOKENS);
+        int is_pos = llm_input_is(r, m, i, KILN_LLM_PREFILL_POS, KILN_LLM_DECODE_POS);
         /* a position leaving room for the call's tokens */
         int64_t room = r->ctx - (T > 0 ? T : 1);
         for (uint64_t k = 0; k < n; k++) {
@@ -510,34 +517,22 @@ done:
 
 /* ---- the language-model loop ------------------------------------------------------------ */
 
-/* The methods prefill (tokens [P] dynamic, pos [1], all_logits [1]) and
- * decode (tokens [1], pos [1]), all i32, and the vocabulary and context in
- * the metadata: what src/models/llama.c builds. */
+/* Whether the methods run are an LLM's prefill and decode (the program
+ * bound as kiln_llm.h says), and where their inputs are. */
 static int is_llm(runner *r) {
-    if (r->n_m != 2 || r->vocab < 1 || r->ctx < 1) return 0;
+    if (!r->lm || r->n_m != 2) return 0;
     for (int j = 0; j < 2; j++) {
-        if (!strcmp(r->m[j].name, "prefill")) r->pre = &r->m[j];
-        if (!strcmp(r->m[j].name, "decode")) r->dec = &r->m[j];
+        if (r->m[j].index == kiln_llm_prefill_method(r->lm)) r->pre = &r->m[j];
+        if (r->m[j].index == kiln_llm_decode_method(r->lm)) r->dec = &r->m[j];
     }
     if (!r->pre || !r->dec) return 0;
-    r->pre_tok = find_input(r->pre, "tokens");
-    r->pre_pos = find_input(r->pre, "pos");
-    r->pre_all = find_input(r->pre, "all_logits");
-    r->dec_tok = find_input(r->dec, "tokens");
-    r->dec_pos = find_input(r->dec, "pos");
-    if (r->pre_tok < 0 || r->pre_pos < 0 || r->pre_all < 0 || r->dec_tok < 0 || r->dec_pos < 0)
-        return 0;
-    const kiln_tensor_info *pt = &r->pre->in[r->pre_tok].info, *dt = &r->dec->in[r->dec_tok].info;
-    const kiln_tensor_info *i32[5] = {pt, &r->pre->in[r->pre_pos].info,
-                                      &r->pre->in[r->pre_all].info, dt,
-                                      &r->dec->in[r->dec_pos].info};
-    for (int k = 0; k < 5; k++)
-        if (i32[k]->dtype != KILN_I32 || i32[k]->ndim != 1) return 0;
-    if (dt->shape[0] != 1 || i32[1]->shape[0] != 1 || i32[2]->shape[0] != 1 ||
-        i32[4]->shape[0] != 1)
-        return 0;
-    r->prefill_max = pt->shape[0];
-    return r->prefill_max >= 1;
+    r->pre_tok = kiln_llm_input_index(r->lm, KILN_LLM_PREFILL_TOKENS);
+    r->pre_pos = kiln_llm_input_index(r->lm, KILN_LLM_PREFILL_POS);
+    r->pre_all = kiln_llm_input_index(r->lm, KILN_LLM_PREFILL_ALL_LOGITS);
+    r->dec_tok = kiln_llm_input_index(r->lm, KILN_LLM_DECODE_TOKENS);
+    r->dec_pos = kiln_llm_input_index(r->lm, KILN_LLM_DECODE_POS);
+    r->prefill_max = kiln_llm_get_limits(r->lm)->prefill_max;
+    return 1;
 }
 
 static void reset_session(runner *r, const char *label, const char *before) {
@@ -553,7 +548,7 @@ static kiln_status llm_iteration(runner *r, const char *label, double *ms) {
     uint64_t seed = (uint64_t)r->o->seed;
     kiln_status st = KILN_OK;
     slot *tok = &r->pre->in[r->pre_tok], *pos = &r->pre->in[r->pre_pos],
-         *all = &r->pre->in[r->pre_all];
+         *all = r->pre_all >= 0 ? &r->pre->in[r->pre_all] : NULL;
     for (long long done = 0; done < r->o->prompt_len;) {
         int64_t n =
             r->o->prompt_len - done < r->prefill_max ? r->o->prompt_len - done : r->prefill_max;
@@ -562,7 +557,7 @@ static kiln_status llm_iteration(runner *r, const char *label, double *ms) {
             ((int32_t *)tok->data)[k] = kiln_token_at(seed, r->pos + k, r->vocab);
         tok->shape[0] = n;
         *(int32_t *)pos->data = (int32_t)r->pos;
-        *(int32_t *)all->data = 0;
+        if (all) *(int32_t *)all->data = 0;
         if ((st = call(r, r->pre, ms)))
             return kiln_error_wrap(st, "%s: prefill of %lld tokens at position %lld", label,
                                    (long long)n, (long long)r->pos);
@@ -652,21 +647,6 @@ static void summary(const double *ms, long long n) {
 }
 
 /* "cpu+ref": the backends the nodes of the methods run use. */
-static void backends_used(const runner *r, char *buf, size_t cap) {
-    const kiln_module *m = &r->prog->mod;
-    buf[0] = 0;
-    for (int b = 0; b < m->n_backends; b++) {
-        int used = 0;
-        for (int j = 0; j < r->n_m && !used; j++) {
-            const kiln_graph *g = &m->methods[r->m[j].index];
-            for (int i = 0; i < g->n_nodes && !used; i++)
-                used = g->nodes[i].backend == b;
-        }
-        size_t l = strlen(buf);
-        if (used && l < cap) snprintf(buf + l, cap - l, "%s%s", l ? "+" : "", m->backends[b]);
-    }
-}
-
 /* ---- main --------------------------------------------------------------------------------------
  */
 
@@ -715,8 +695,10 @@ int kiln_cmd_run(int argc, char **argv) {
         rc = KILN_EXIT_USAGE;
         goto out;
     }
-    if (kiln_program_meta_int(r.prog, "llm.vocab_size", &r.vocab)) r.vocab = 0;
-    if (kiln_program_meta_int(r.prog, "llm.context_length", &r.ctx)) r.ctx = 0;
+    if (!kiln_llm_bind(r.prog, &r.lm)) {
+        r.vocab = kiln_llm_get_limits(r.lm)->vocab;
+        r.ctx = kiln_llm_get_limits(r.lm)->context;
+    }
     r.n_m = which < 0 ? kiln_program_method_count(r.prog) : 1;
     if (!(r.m = calloc((size_t)r.n_m + 1, sizeof *r.m))) {
         st = kiln_error(KILN_ERR_NOMEM, "out of memory");
@@ -773,7 +755,7 @@ int kiln_cmd_run(int argc, char **argv) {
     }
 
     char used[256], what[512];
-    backends_used(&r, used, sizeof used);
+    kiln_program_backends_used(r.prog, r.n_m == 1 ? r.m[0].index : -1, used, sizeof used);
     if (r.llm)
         snprintf(what, sizeof what,
                  "prefill %lld + decode %lld tokens per iteration, one session (context %lld)",
@@ -827,6 +809,7 @@ out:
         method_free(&r.m[j]);
     free(r.m);
     kiln_session_destroy(r.sess);
+    kiln_llm_free(r.lm);
     kiln_program_close(r.prog);
     return rc;
 }

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/json.h"
+#include "devtools/devtools.h"
 #include "inspect_trace.h"
 
 const char *insp_kind_name(int kind) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/json.h"
+#include "devtools/devtools.h"
 #include "inspect_trace.h"
 
 /* ---- messages ---------------------------------------------------------------------- */

@@ -27,6 +27,8 @@ extern "C" {
 #define KILN_FORMAT_VERSION 3
 /* Most dimensions a tensor may have. */
 #define KILN_MAX_DIMS 4
+/* Most threads one program computes with (kiln_open_options.n_threads). */
+#define KILN_MAX_THREADS 256
 
 typedef enum kiln_status {
     KILN_OK = 0,

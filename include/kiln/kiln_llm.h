@@ -161,6 +161,18 @@ const kiln_llm_limits *kiln_llm_get_limits(const kiln_llm *llm);
 /* Method indices of the two methods (for a trace, an observer, a report). */
 int kiln_llm_prefill_method(const kiln_llm *llm);
 int kiln_llm_decode_method(const kiln_llm *llm);
+/* The inputs the contract names, for a caller that sets a method's inputs
+ * itself (`kiln run` records every call's inputs): the input's index in
+ * its method, or -1 when the program has none (all_logits is optional). */
+typedef enum kiln_llm_input {
+    KILN_LLM_PREFILL_TOKENS = 0,
+    KILN_LLM_PREFILL_POS = 1,
+    KILN_LLM_PREFILL_ALL_LOGITS = 2,
+    KILN_LLM_DECODE_TOKENS = 3,
+    KILN_LLM_DECODE_POS = 4,
+} kiln_llm_input;
+int kiln_llm_input_index(const kiln_llm *llm, kiln_llm_input which);
+
 /* The end ids (*n of them, maybe 0; borrowed), and whether `id` is one. */
 const int64_t *kiln_llm_end_ids(const kiln_llm *llm, int *n);
 int kiln_llm_is_end(const kiln_llm *llm, int32_t id);
@@ -171,17 +183,17 @@ int kiln_llm_is_end(const kiln_llm *llm, int32_t id);
 kiln_status kiln_llm_check_tokens(const kiln_llm *llm, const int32_t *ids, int n, int start);
 
 /* Runs ids[0..n) through prefill at positions start.., in chunks of at most
- * prefill_max tokens, and points *logits (may be NULL) at the last token's
- * logits [vocab]: borrowed from the session, valid until its next execute.
- * The cache must hold positions 0..start-1; the rows start..start+n-1 are
- * written. Nothing is reset. */
+ * `chunk` tokens (0 or more than prefill_max: prefill_max), and points
+ * *logits (may be NULL) at the last token's logits [vocab]: borrowed from
+ * the session, valid until its next execute. The cache must hold positions
+ * 0..start-1; the rows start..start+n-1 are written. Nothing is reset. */
 kiln_status kiln_llm_prefill(kiln_session *session, const kiln_llm *llm, const int32_t *ids, int n,
-                             int start, const float **logits);
+                             int start, int chunk, const float **logits);
 
 /* kiln_llm_prefill with every row's logits: after each chunk, fn receives
  * the chunk's first index in ids, its length and its logits [len, vocab]
  * (borrowed for the call). A non-zero return stops with
- * KILN_ERR_CANCELLED. chunk caps the chunk length (0 = prefill_max).
+ * KILN_ERR_CANCELLED. chunk as for kiln_llm_prefill.
  * KILN_ERR_UNSUPPORTED when the program's prefill has no all_logits. */
 typedef int (*kiln_llm_rows_fn)(void *user, int first, int len, const float *logits);
 kiln_status kiln_llm_prefill_rows(kiln_session *session, const kiln_llm *llm, const int32_t *ids, int n,
@@ -220,6 +232,9 @@ typedef struct kiln_generate_options {
                            * any other multiplied by it */
     int repeat_last_n;    /* the penalty's window; >= -1, default 64, 0 = off,
                            * -1 = the whole context */
+    int ignore_eos;       /* 1: end tokens do not stop generation (they are kept and
+                           * decoded like any other: benchmarks over a fixed count);
+                           * default 0 */
 } kiln_generate_options;
 
 /* Sets every option to its default (above). */

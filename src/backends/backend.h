@@ -10,9 +10,6 @@
 
 #include "ir/ops.h"
 
-/* Most threads one program computes with. */
-#define KILN_MAX_THREADS 256
-
 typedef struct kiln_backend {
     const char *name;
     /* Compile time: parses the backend's options ("refuse=rms_norm") into

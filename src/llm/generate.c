@@ -89,7 +89,7 @@ kiln_status kiln_generate_continue(kiln_session *s, const int32_t *prompt, int n
     if (start == 0 && (st = kiln_session_reset(s))) goto done;
     double t0 = kiln_now_ms();
     const float *logits;
-    if ((st = kiln_llm_prefill(s, lm, prompt, n_prompt, start, &logits))) goto done;
+    if ((st = kiln_llm_prefill(s, lm, prompt, n_prompt, start, 0, &logits))) goto done;
     res->n_prompt = n_prompt;
     double t1 = kiln_now_ms();
     res->prefill_ms = t1 - t0;
@@ -103,7 +103,7 @@ kiln_status kiln_generate_continue(kiln_session *s, const int32_t *prompt, int n
         double te = kiln_now_ms();
         res->sampling_ms += te - ts;
         if (res->n_generated == 0 && res->ttft_ms == 0) res->ttft_ms = te - t0;
-        if (kiln_llm_is_end(lm, next)) {
+        if (!o->ignore_eos && kiln_llm_is_end(lm, next)) {
             res->stopped_at_end = 1;
             break;
         }

@@ -145,6 +145,17 @@ const kiln_llm_limits *kiln_llm_get_limits(const kiln_llm *lm) { return &lm->lim
 int kiln_llm_prefill_method(const kiln_llm *lm) { return lm->prefill; }
 int kiln_llm_decode_method(const kiln_llm *lm) { return lm->decode; }
 
+int kiln_llm_input_index(const kiln_llm *lm, kiln_llm_input which) {
+    switch (which) {
+    case KILN_LLM_PREFILL_TOKENS: return lm->pre_tokens;
+    case KILN_LLM_PREFILL_POS: return lm->pre_pos;
+    case KILN_LLM_PREFILL_ALL_LOGITS: return lm->pre_all;
+    case KILN_LLM_DECODE_TOKENS: return lm->dec_tokens;
+    case KILN_LLM_DECODE_POS: return lm->dec_pos;
+    }
+    return -1;
+}
+
 const int64_t *kiln_llm_end_ids(const kiln_llm *lm, int *n) {
     *n = lm->n_end;
     return lm->end_ids;
@@ -205,14 +216,21 @@ static kiln_status set_all_logits(kiln_session *s, const kiln_llm *lm, int32_t o
     return lm->pre_all >= 0 ? set_i32(s, lm->prefill, lm->pre_all, &on, 1) : KILN_OK;
 }
 
-kiln_status kiln_llm_prefill(kiln_session *s, const kiln_llm *lm, const int32_t *ids, int n, int start,
+/* The chunk length a caller's `chunk` means (validated by the callers). */
+static int chunk_len(const kiln_llm *lm, int chunk) {
+    return !chunk || chunk > lm->lim.prefill_max ? lm->lim.prefill_max : chunk;
+}
+
+kiln_status kiln_llm_prefill(kiln_session *s, const kiln_llm *lm, const int32_t *ids, int n, int start, int chunk,
                              const float **logits) {
     kiln_status st;
+    if (chunk < 0) return kiln_error(KILN_ERR_INVALID_ARG, "chunk %d must be >= 0 (0 = prefill's most)", chunk);
+    chunk = chunk_len(lm, chunk);
     if ((st = check_session(s, lm)) || (st = kiln_llm_check_tokens(lm, ids, n, start)) ||
         (st = set_all_logits(s, lm, 0)))
         return st;
     for (int done = 0; done < n;) {
-        int len = n - done < lm->lim.prefill_max ? n - done : lm->lim.prefill_max;
+        int len = n - done < chunk ? n - done : chunk;
         if ((st = prefill_call(s, lm, ids + done, len, start + done))) return st;
         done += len;
     }
@@ -225,7 +243,7 @@ kiln_status kiln_llm_prefill_rows(kiln_session *s, const kiln_llm *lm, const int
     if (lm->pre_all < 0)
         return kiln_error(KILN_ERR_UNSUPPORTED, "method 'prefill' has no 'all_logits' input: it gives the last row only");
     if (chunk < 0) return kiln_error(KILN_ERR_INVALID_ARG, "chunk %d must be >= 0 (0 = prefill's most)", chunk);
-    if (!chunk || chunk > lm->lim.prefill_max) chunk = lm->lim.prefill_max;
+    chunk = chunk_len(lm, chunk);
     if ((st = check_session(s, lm)) || (st = kiln_llm_check_tokens(lm, ids, n, start)) ||
         (st = set_all_logits(s, lm, 1)))
         return st;

@@ -1,5 +1,6 @@
 /* program.c: opening a program (map, parse, verify, resolve backends) and the
  * read-only queries of kiln.h. */
+#include <stdio.h>
 #include <string.h>
 
 #include "runtime/runtime.h"
@@ -216,6 +217,33 @@ int kiln_program_node_is_fallback(const kiln_program *p, const kiln_node *n) {
 
 const kiln_backend *kiln_program_node_backend(const kiln_program *p, const kiln_node *n) {
     return p->backends[n->backend];
+}
+
+const char *kiln_program_node_unit(const kiln_program *p, const kiln_node *n, const kiln_tensor *const *in) {
+    const kiln_backend *b = p->backends[n->backend];
+    return b->unit ? b->unit(p->backend_ctx[n->backend], n, in) : NULL;
+}
+
+const kiln_module *kiln_program_module(const kiln_program *p) { return &p->mod; }
+uint64_t kiln_program_file_bytes(const kiln_program *p) { return p->map.size; }
+int kiln_program_section_count(const kiln_program *p) { return p->n_sections; }
+
+void kiln_program_backends_used(const kiln_program *p, int method, char *buf, size_t cap) {
+    const kiln_module *m = &p->mod;
+    size_t len = 0;
+    if (cap) buf[0] = 0;
+    for (int b = 0; b < m->n_backends; b++) {
+        int used = 0;
+        for (int k = 0; k < m->n_methods && !used; k++) {
+            if (method >= 0 && k != method) continue;
+            for (int i = 0; i < m->methods[k].n_nodes && !used; i++)
+                used = m->methods[k].nodes[i].backend == b;
+        }
+        if (used && len + 1 < cap) {
+            snprintf(buf + len, cap - len, "%s%s", len ? "+" : "", m->backends[b]);
+            len += strlen(buf + len);
+        }
+    }
 }
 
 int kiln_method_input_index(const kiln_program *p, int method, const char *name) {

@@ -4,6 +4,7 @@
 
 #include "backends/backend.h"
 #include "format/format.h"
+#include "runtime/introspect.h"
 
 /* Called by the executor around every node of an execute (the debugger's
  * hook): phase 0 before the node runs (its inputs are ready, out's shape is
@@ -66,8 +67,6 @@ kiln_status kiln_program_exec_node(const kiln_program *p, int method, int node, 
 /* Scratch bytes a method's nodes may use. */
 uint64_t kiln_method_scratch_bytes(const kiln_program *p, int method);
 
-/* 1 when node n of method g ran on ref although another backend was asked for. */
-int kiln_program_node_is_fallback(const kiln_program *p, const kiln_node *n);
 const kiln_backend *kiln_program_node_backend(const kiln_program *p, const kiln_node *n);
 
 #endif
