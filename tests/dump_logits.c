@@ -1,7 +1,8 @@
 /* dump_logits.c: Kiln's logits for a token sequence, in the dump format of
  * scripts/llama_ref.c, so scripts/compare_logits.sh can set them beside
  * llama.cpp's. The first n_prompt tokens go through `prefill` (chunks of at
- * most its token count, all_logits = 1), every later token through `decode`.
+ * most its token count, every row's logits), every later token through
+ * `decode` (kiln_llm.h).
  *   dump_logits PROGRAM.kiln (--ids "1 2 3" [--n-prompt P] | --like REF.bin) -o OUT.bin
  * --like takes the tokens and n_prompt from another dump (llama_ref's).
  * File: "KLNLOGIT", u32 version 1, n_vocab, n_rows, n_prompt; i32 token[n_rows];
@@ -12,21 +13,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kiln/kiln.h"
+#include "kiln/kiln_llm.h"
 
 static int fail(const char *what) {
     fprintf(stderr, "dump_logits: %s: %s\n", what, kiln_last_error());
     return 1;
 }
 
-/* Index of the input called `name`, or -1. */
-static int input_index(const kiln_program *p, int method, const char *name) {
-    for (int i = 0; i < kiln_method_input_count(p, method); i++) {
-        kiln_tensor_info info;
-        if (kiln_method_input_info(p, method, i, &info) == KILN_OK && !strcmp(info.name, name))
-            return i;
-    }
-    return -1;
+typedef struct {
+    FILE *f;
+    int vocab;
+} row_sink;
+
+/* Writes each prefill chunk's rows of logits; non-zero (stop) when it cannot. */
+static int write_rows(void *user, int first, int len, const float *logits) {
+    row_sink *r = user;
+    return fwrite(logits, sizeof(float) * (size_t)r->vocab, (size_t)len, r->f) != (size_t)len;
 }
 
 static int32_t *parse_ids(const char *s, uint32_t *n) {
@@ -115,58 +117,28 @@ int main(int argc, char **argv) {
     kiln_session *s;
     if (kiln_program_open(prog, &p)) return fail(prog);
     if (kiln_session_create(p, &s)) return fail("session");
-    int pre, dec;
-    int64_t vocab, pmax;
-    if (kiln_program_find_method(p, "prefill", &pre) ||
-        kiln_program_find_method(p, "decode", &dec) ||
-        kiln_program_meta_int(p, "llm.vocab_size", &vocab) ||
-        kiln_program_meta_int(p, "llm.prefill_max_tokens", &pmax))
-        return fail(prog);
-    int pt = input_index(p, pre, "tokens"), pp = input_index(p, pre, "pos"),
-        pa = input_index(p, pre, "all_logits");
-    int dt = input_index(p, dec, "tokens"), dp = input_index(p, dec, "pos");
-    if (pt < 0 || pp < 0 || pa < 0 || dt < 0 || dp < 0) {
-        fprintf(stderr, "dump_logits: %s lacks the prefill/decode inputs tokens, pos, all_logits\n",
-                prog);
-        return 1;
-    }
+    kiln_llm *lm;
+    if (kiln_llm_bind(p, &lm)) return fail(prog);
+    int vocab = kiln_llm_get_limits(lm)->vocab;
     FILE *f = fopen(out, "wb");
     uint32_t hdr[4] = {1, (uint32_t)vocab, n, n_prompt};
-    if (!f || fwrite("KLNLOGIT", 1, 8, f) != 8 || fwrite(hdr, 4, 4, f) != 4 ||
-        fwrite(ids, 4, n, f) != n) {
+    if (!f || fwrite("KLNLOGIT", 1, 8, f) != 8 || fwrite(hdr, 4, 4, f) != 4 || fwrite(ids, 4, n, f) != n) {
         fprintf(stderr, "dump_logits: cannot write '%s'\n", out);
         return 1;
     }
-    int64_t one = 1;
-    int32_t all = 1;
-    for (uint32_t done = 0; done < n;) {
-        int method = done < n_prompt ? pre : dec;
-        int64_t t = method == pre ? (int64_t)(n_prompt - done < pmax ? n_prompt - done : pmax) : 1;
-        int32_t pos = (int32_t)done;
-        kiln_status st =
-            kiln_session_set_input(s, method, method == pre ? pt : dt, ids + done, KILN_I32, 1, &t);
-        if (!st)
-            st =
-                kiln_session_set_input(s, method, method == pre ? pp : dp, &pos, KILN_I32, 1, &one);
-        if (!st && method == pre) st = kiln_session_set_input(s, pre, pa, &all, KILN_I32, 1, &one);
-        if (!st) st = kiln_session_execute(s, method);
-        const void *data;
-        int64_t shape[KILN_MAX_DIMS];
-        int ndim;
-        if (!st) st = kiln_session_get_output(s, method, 0, &data, NULL, &ndim, shape);
-        if (st) return fail("execute");
-        if (ndim != 2 || shape[0] != t || shape[1] != vocab) {
-            fprintf(stderr, "dump_logits: logits of shape [%lld, %lld], expected [%lld, %lld]\n",
-                    (long long)shape[0], (long long)(ndim > 1 ? shape[1] : 0), (long long)t,
-                    (long long)vocab);
-            return 1;
-        }
-        if (fwrite(data, sizeof(float) * (size_t)vocab, (size_t)t, f) != (size_t)t) {
-            fprintf(stderr, "dump_logits: cannot write '%s'\n", out);
-            return 1;
-        }
-        done += (uint32_t)t;
+    row_sink sink = {f, vocab};
+    kiln_status st = kiln_llm_prefill_rows(s, lm, ids, (int)n_prompt, 0, 0, write_rows, &sink);
+    for (uint32_t i = n_prompt; !st && i < n; i++) {
+        const float *row;
+        if (!(st = kiln_llm_decode(s, lm, ids[i], (int)i, &row)) && fwrite(row, sizeof(float), (size_t)vocab, f) != (size_t)vocab)
+            st = KILN_ERR_IO;
     }
+    if (st == KILN_ERR_CANCELLED || st == KILN_ERR_IO) {
+        fprintf(stderr, "dump_logits: cannot write '%s'\n", out);
+        return 1;
+    }
+    if (st) return fail("execute");
+    kiln_llm_free(lm);
     if (fclose(f)) {
         fprintf(stderr, "dump_logits: cannot write '%s'\n", out);
         return 1;
