@@ -117,12 +117,16 @@ static kiln_status build_method(kiln_module *m, const kiln_llama_config *c, cons
     kiln_graph *g = kiln_module_add_method(m, name, max_tokens);
     if (!g) return kiln_last_status();
     builder b = {g, m, 0};
+    /* Shapes below: T tokens of this call (1..max_tokens), D = n_embd,
+     * H = n_head, KV = n_head_kv, hd = head_dim, F = n_ff, V = n_vocab,
+     * S = max_seq (the cache rows). Weights are [out, in], as GGUF stores them. */
     int64_t tok_shape[1] = {max_tokens}, one[1] = {1};
-    int tokens = kiln_graph_input(g, "tokens", KILN_I32, 1, tok_shape, max_tokens > 1 ? 1u : 0u);
-    int pos = kiln_graph_input(g, "pos", KILN_I32, 1, one, 0);
-    int flag = with_flag ? kiln_graph_input(g, "all_logits", KILN_I32, 1, one, 0) : 0;
+    int tokens = kiln_graph_input(g, "tokens", KILN_I32, 1, tok_shape, max_tokens > 1 ? 1u : 0u); /* (T) */
+    int pos = kiln_graph_input(g, "pos", KILN_I32, 1, one, 0);                                    /* (1) */
+    int flag = with_flag ? kiln_graph_input(g, "all_logits", KILN_I32, 1, one, 0) : 0;            /* (1) */
     if (tokens < 0 || pos < 0 || flag < 0) return kiln_last_status();
 
+    /* token_embd.weight (V, D) -> x (T, D): the residual stream */
     int x = N(&b, KILN_OP_GET_ROWS, "token_embd", 0, IN(C(&b, "token_embd.weight", 0), tokens), NULL, NULL);
     float eps[KILN_MAX_FATTR] = {c->norm_eps};
     float theta[KILN_MAX_FATTR] = {c->rope_theta};
@@ -131,23 +135,24 @@ static kiln_status build_method(kiln_module *m, const kiln_llama_config *c, cons
     int32_t rope_q[KILN_MAX_IATTR] = {c->n_head, c->head_dim, c->rope_mode, n_rot};
     int32_t rope_k[KILN_MAX_IATTR] = {c->n_head_kv, c->head_dim, c->rope_mode, n_rot};
     int32_t attn[KILN_MAX_IATTR] = {c->n_head, c->n_head_kv, c->head_dim};
-    int freqs = c->rope_freqs ? C(&b, "rope_freqs.weight", 0) : -1;
+    int freqs = c->rope_freqs ? C(&b, "rope_freqs.weight", 0) : -1; /* (n_rot / 2): Llama-3 frequency factors */
 
     for (int l = 0; l < c->n_layer && !b.failed; l++) {
-        int h = N(&b, KILN_OP_RMS_NORM, "blk.%d.attn_norm", l, IN(x, C(&b, "blk.%d.attn_norm.weight", l)), NULL, eps);
-        int q = N(&b, KILN_OP_MATMUL, "blk.%d.attn_q", l, IN(h, C(&b, "blk.%d.attn_q.weight", l)), NULL, NULL);
-        int k = N(&b, KILN_OP_MATMUL, "blk.%d.attn_k", l, IN(h, C(&b, "blk.%d.attn_k.weight", l)), NULL, NULL);
-        int v = N(&b, KILN_OP_MATMUL, "blk.%d.attn_v", l, IN(h, C(&b, "blk.%d.attn_v.weight", l)), NULL, NULL);
-        if (c->qkv_bias) {
+        /* attn_norm.weight (D); attn_q (H*hd, D); attn_k, attn_v (KV*hd, D) */
+        int h = N(&b, KILN_OP_RMS_NORM, "blk.%d.attn_norm", l, IN(x, C(&b, "blk.%d.attn_norm.weight", l)), NULL, eps); /* (T, D) */
+        int q = N(&b, KILN_OP_MATMUL, "blk.%d.attn_q", l, IN(h, C(&b, "blk.%d.attn_q.weight", l)), NULL, NULL); /* (T, H*hd) */
+        int k = N(&b, KILN_OP_MATMUL, "blk.%d.attn_k", l, IN(h, C(&b, "blk.%d.attn_k.weight", l)), NULL, NULL); /* (T, KV*hd) */
+        int v = N(&b, KILN_OP_MATMUL, "blk.%d.attn_v", l, IN(h, C(&b, "blk.%d.attn_v.weight", l)), NULL, NULL); /* (T, KV*hd) */
+        if (c->qkv_bias) { /* Qwen2: attn_q.bias (H*hd), attn_k.bias and attn_v.bias (KV*hd) */
             q = N(&b, KILN_OP_ADD, "blk.%d.attn_q_bias", l, IN(q, C(&b, "blk.%d.attn_q.bias", l)), NULL, NULL);
             k = N(&b, KILN_OP_ADD, "blk.%d.attn_k_bias", l, IN(k, C(&b, "blk.%d.attn_k.bias", l)), NULL, NULL);
             v = N(&b, KILN_OP_ADD, "blk.%d.attn_v_bias", l, IN(v, C(&b, "blk.%d.attn_v.bias", l)), NULL, NULL);
         }
-        if (c->qk_norm) {
+        if (c->qk_norm) { /* Qwen3: attn_q_norm.weight, attn_k_norm.weight (hd): one norm per head */
             q = N(&b, KILN_OP_RMS_NORM, "blk.%d.attn_q_norm", l, IN(q, C(&b, "blk.%d.attn_q_norm.weight", l)), NULL, eps);
             k = N(&b, KILN_OP_RMS_NORM, "blk.%d.attn_k_norm", l, IN(k, C(&b, "blk.%d.attn_k_norm.weight", l)), NULL, eps);
         }
-        if (freqs >= 0) {
+        if (freqs >= 0) { /* rope keeps the shapes: q (T, H*hd), k (T, KV*hd) */
             q = N(&b, KILN_OP_ROPE, "blk.%d.rope_q", l, IN(q, pos, freqs), rope_q, theta);
             k = N(&b, KILN_OP_ROPE, "blk.%d.rope_k", l, IN(k, pos, freqs), rope_k, theta);
         } else {
@@ -160,20 +165,26 @@ static kiln_status build_method(kiln_module *m, const kiln_llama_config *c, cons
         snprintf(sname, sizeof sname, "kv_cache.v.%d", l);
         int vc = b.failed ? -1 : kiln_graph_state(g, m, sname);
         if (kc < 0 || vc < 0) return kiln_last_status();
+        /* kv_cache.k.L, kv_cache.v.L (S, KV*hd): rows pos..pos+T-1 written; the
+         * views carry "after the write" to attention */
         kc = N(&b, KILN_OP_KV_STORE, "blk.%d.kv_store_k", l, IN(kc, k, pos), NULL, NULL);
         vc = N(&b, KILN_OP_KV_STORE, "blk.%d.kv_store_v", l, IN(vc, v, pos), NULL, NULL);
-        int a = N(&b, KILN_OP_ATTENTION, "blk.%d.attn", l, IN(q, kc, vc, pos), attn, div);
-        int o = N(&b, KILN_OP_MATMUL, "blk.%d.attn_output", l, IN(a, C(&b, "blk.%d.attn_output.weight", l)), NULL, NULL);
-        x = N(&b, KILN_OP_ADD, "blk.%d.attn_residual", l, IN(x, o), NULL, NULL);
-        h = N(&b, KILN_OP_RMS_NORM, "blk.%d.ffn_norm", l, IN(x, C(&b, "blk.%d.ffn_norm.weight", l)), NULL, eps);
-        int gt = N(&b, KILN_OP_MATMUL, "blk.%d.ffn_gate", l, IN(h, C(&b, "blk.%d.ffn_gate.weight", l)), NULL, NULL);
-        int up = N(&b, KILN_OP_MATMUL, "blk.%d.ffn_up", l, IN(h, C(&b, "blk.%d.ffn_up.weight", l)), NULL, NULL);
-        int sw = N(&b, KILN_OP_SWIGLU, "blk.%d.ffn_swiglu", l, IN(gt, up), NULL, NULL);
-        int d = N(&b, KILN_OP_MATMUL, "blk.%d.ffn_down", l, IN(sw, C(&b, "blk.%d.ffn_down.weight", l)), NULL, NULL);
-        x = N(&b, KILN_OP_ADD, "blk.%d.ffn_residual", l, IN(x, d), NULL, NULL);
+        int a = N(&b, KILN_OP_ATTENTION, "blk.%d.attn", l, IN(q, kc, vc, pos), attn, div); /* (T, H*hd) */
+        /* attn_output.weight (D, H*hd) */
+        int o = N(&b, KILN_OP_MATMUL, "blk.%d.attn_output", l, IN(a, C(&b, "blk.%d.attn_output.weight", l)), NULL, NULL); /* (T, D) */
+        x = N(&b, KILN_OP_ADD, "blk.%d.attn_residual", l, IN(x, o), NULL, NULL); /* (T, D) */
+        /* ffn_norm.weight (D); ffn_gate, ffn_up (F, D); ffn_down (D, F) */
+        h = N(&b, KILN_OP_RMS_NORM, "blk.%d.ffn_norm", l, IN(x, C(&b, "blk.%d.ffn_norm.weight", l)), NULL, eps); /* (T, D) */
+        int gt = N(&b, KILN_OP_MATMUL, "blk.%d.ffn_gate", l, IN(h, C(&b, "blk.%d.ffn_gate.weight", l)), NULL, NULL); /* (T, F) */
+        int up = N(&b, KILN_OP_MATMUL, "blk.%d.ffn_up", l, IN(h, C(&b, "blk.%d.ffn_up.weight", l)), NULL, NULL); /* (T, F) */
+        int sw = N(&b, KILN_OP_SWIGLU, "blk.%d.ffn_swiglu", l, IN(gt, up), NULL, NULL); /* (T, F) */
+        int d = N(&b, KILN_OP_MATMUL, "blk.%d.ffn_down", l, IN(sw, C(&b, "blk.%d.ffn_down.weight", l)), NULL, NULL); /* (T, D) */
+        x = N(&b, KILN_OP_ADD, "blk.%d.ffn_residual", l, IN(x, d), NULL, NULL); /* (T, D) */
     }
-    int h = N(&b, KILN_OP_RMS_NORM, "output_norm", 0, IN(x, C(&b, "output_norm.weight", 0)), NULL, eps);
+    /* output_norm.weight (D); output.weight (V, D), or token_embd.weight when tied */
+    int h = N(&b, KILN_OP_RMS_NORM, "output_norm", 0, IN(x, C(&b, "output_norm.weight", 0)), NULL, eps); /* (T, D) */
     int w = C(&b, c->tied_output ? "token_embd.weight" : "output.weight", 0);
+    /* logits (T, V) when all_logits is 1, else (1, V): the last row */
     int logits = with_flag ? N(&b, KILN_OP_LOGITS, "logits", 0, IN(h, w, flag), NULL, NULL)
                            : N(&b, KILN_OP_LOGITS, "logits", 0, IN(h, w), NULL, NULL);
     if (b.failed) return kiln_error_wrap(kiln_last_status(), "building method '%s'", name);
