@@ -64,7 +64,7 @@ typedef enum kiln_dtype {
     KILN_Q4_K = 11,
     KILN_Q6_K = 12,
     /* q4_0 blocks of 8 rows interleaved (packed at compile time for the cpu
-     * kernels; docs/FORMAT.md §4.1): a [N, K] weight with N % 8 == 0. */
+     * kernels; docs/FORMAT.md §6.1): a [N, K] weight with N % 8 == 0. */
     KILN_Q4_0_X8 = 13,
     KILN_Q4_1_X8 = 14, /* q4_1 likewise */
 } kiln_dtype;

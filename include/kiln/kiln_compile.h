@@ -1,9 +1,11 @@
 /* kiln_compile.h: compile a checkpoint into a `.kiln` program.
  *
- * The compiler imports a checkpoint (now: llama2.c `.bin` with its
- * `tokenizer.bin`), builds one graph per method (`prefill`, `decode`),
- * verifies, partitions and plans them, and writes the program file, which it
- * then reopens and verifies. Errors follow kiln.h: a status plus
+ * The compiler imports a checkpoint (a llama2.c `.bin` with its
+ * `tokenizer.bin`, a GGUF file, or a Hugging Face folder: config.json,
+ * *.safetensors, tokenizer.json), builds one graph per method (`prefill`,
+ * `decode`), prunes, quantizes, partitions, packs and plans them, and
+ * writes the program file, which it then reopens and verifies
+ * (docs/ARCHITECTURE.md §1). Errors follow kiln.h: a status plus
  * kiln_last_error().
  */
 #ifndef KILN_COMPILE_H
@@ -42,9 +44,10 @@ typedef struct kiln_compile_options {
      * other string is KILN_ERR_INVALID_ARG. `kiln info` shows it as the
      * dtype of those states. */
     const char *kv_type;
-    /* 0 (default): q4_0 weights read by nodes on the cpu backend are stored
-     * packed (q4_0x8: 8 rows interleaved, docs/FORMAT.md §4.1), the layout
-     * its kernels want; the plain copy is not kept. 1: stored as imported. */
+    /* 0 (default): q4_0 and q4_1 weights read by nodes on the cpu backend
+     * are stored packed (q4_0x8 / q4_1x8: 8 rows interleaved, docs/FORMAT.md
+     * §6.1), the layout its kernels want; the plain copy is not kept. 1:
+     * stored as imported. */
     int no_pack;
     /* Partition check, after the program is written and verified: sample
      * calls (a prefill of a few random tokens, then a few decodes) run on

@@ -21,7 +21,7 @@ kiln_status kiln_dequant_row(kiln_dtype t, const void *src, float *dst, int64_t 
  * f16 / bf16 / f32. KILN_ERR_UNSUPPORTED for other targets. */
 kiln_status kiln_quant_row(kiln_dtype t, const float *src, void *dst, int64_t n);
 
-/* Packed layouts (the x8 dtypes, docs/FORMAT.md §4.1): rows interleaved in
+/* Packed layouts (the x8 dtypes, docs/FORMAT.md §6.1): rows interleaved in
  * groups so the cpu kernels compute several rows per instruction. */
 
 /* The packed dtype a plain dtype's weights become (itself when none). */
