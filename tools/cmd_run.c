@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "devtools/random.h"
 #include "runtime/runtime.h"
 #include "devtools/tensors.h"
 

@@ -120,12 +120,6 @@ uint16_t kiln_f32_to_bf16(float f);
 
 /* ---- misc --------------------------------------------------------------- */
 double kiln_now_ms(void);
-/* splitmix64's finalizer: deterministic pseudo-random bits from a counter. */
-uint64_t kiln_mix64(uint64_t x);
-/* The random token at context position `pos` for `seed`, in 0..vocab-1:
- * the same for every session and every way of splitting a history into
- * calls (kiln run, kiln debug, compile --check). */
-int32_t kiln_token_at(uint64_t seed, int64_t pos, int64_t vocab);
 size_t kiln_dtype_row_bytes(kiln_dtype dtype, int64_t n); /* 0 when n is not a whole block */
 int kiln_dtype_block(kiln_dtype dtype);                  /* elements per block (1 for plain) */
 int kiln_dtype_valid(uint32_t v);

@@ -125,17 +125,6 @@ int kiln_add_ok(uint64_t a, uint64_t b, uint64_t *out) {
     return 1;
 }
 
-uint64_t kiln_mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-int32_t kiln_token_at(uint64_t seed, int64_t pos, int64_t vocab) {
-    return (int32_t)(kiln_mix64(kiln_mix64(seed) + (uint64_t)pos) % (uint64_t)vocab);
-}
-
 double kiln_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
