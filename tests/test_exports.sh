@@ -76,10 +76,14 @@ if ! "$CMAKE" --install "$BUILD" --prefix "$P" >"$WORK/install.log" 2>&1; then
 fi
 got=$(cd "$INC/kiln" && ls | tr '\n' ' ')
 if [ "$got" = "$HEADERS " ]; then ok installed_headers; else bad installed_headers "$INC/kiln holds: $got"; fi
+# Each header on its own, included as <kiln/h> or, from -I .../kiln, as <h>.
 for h in $HEADERS; do
   echo "#include <kiln/$h>" >"$WORK/one.c"
+  echo "#include <$h>" >"$WORK/one_flat.c"
   expect "header_alone_$h" 0 "" -- "$CC" "${CFLAGS[@]}" -std=c11 -Wall -Wextra -Werror -pedantic \
     -fsyntax-only -I"$INC" "$WORK/one.c"
+  expect "header_alone_flat_$h" 0 "" -- "$CC" "${CFLAGS[@]}" -std=c11 -Wall -Wextra -Werror -pedantic \
+    -fsyntax-only -I"$INC/kiln" "$WORK/one_flat.c"
 done
 
 # kiln.pc was configured for the real prefix: point it at this one.

@@ -26,7 +26,7 @@
 
 #include <stdint.h>
 
-#include "kiln/kiln.h"
+#include "kiln.h"
 
 #ifdef __cplusplus
 extern "C" {
