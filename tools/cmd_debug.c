@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "kiln/kiln_compile.h"
 #include "devtools/compare.h"
+#include "devtools/random.h"
 #include "runtime/runtime.h"
 #include "devtools/tensors.h"
 

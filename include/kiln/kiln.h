@@ -15,6 +15,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* KILN_API marks every function of the public API, in these four headers
+ * and nowhere else: the library is built with hidden visibility, so
+ * libkiln.so exports exactly these (tests/test_exports.sh checks it) and
+ * the internals stay free to change. With GCC and clang it is default
+ * visibility on both sides of the library: an embedder defines nothing,
+ * and the declarations keep their visibility even when included under
+ * `#pragma GCC visibility push(hidden)`. Other compilers get it empty.
+ * Defining KILN_API before including kiln.h replaces it: for instance
+ * `__attribute__((visibility("hidden")))` when linking the static libkiln.a
+ * into a shared library that should not export Kiln's API. */
+#ifndef KILN_API
+#if defined(__GNUC__)
+#define KILN_API __attribute__((visibility("default")))
+#else
+#define KILN_API
+#endif
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -43,15 +61,15 @@ typedef enum kiln_status {
 } kiln_status;
 
 /* Short constant text for a status ("format error"). Thread-safe. */
-const char *kiln_strerror(kiln_status status);
+KILN_API const char *kiln_strerror(kiln_status status);
 
 /* The message of the last failed call on this thread: what went wrong and
  * where (file, offset, tensor, node, rule). Valid until the next failing
  * call on the same thread. Never NULL. Thread-safe (thread-local). */
-const char *kiln_last_error(void);
+KILN_API const char *kiln_last_error(void);
 
 /* Library version, "0.1.0". */
-const char *kiln_version(void);
+KILN_API const char *kiln_version(void);
 
 typedef enum kiln_dtype {
     KILN_F32 = 0,
@@ -70,7 +88,7 @@ typedef enum kiln_dtype {
 } kiln_dtype;
 
 /* Name of a dtype ("f32", "q4_0"), or NULL for a value that is not one. */
-const char *kiln_dtype_name(kiln_dtype dtype);
+KILN_API const char *kiln_dtype_name(kiln_dtype dtype);
 
 /* Shape and type of a method input or output. A dimension equal to the
  * method's token count has dynamic = 1 in its bit of dynamic_mask, and
@@ -96,7 +114,7 @@ typedef struct kiln_session kiln_session;
  * version that wrote the file), KILN_ERR_UNSUPPORTED (a backend this build
  * lacks). A program is immutable: all functions taking a const program are
  * thread-safe. */
-kiln_status kiln_program_open(const char *path, kiln_program **out);
+KILN_API kiln_status kiln_program_open(const char *path, kiln_program **out);
 
 /* How a program runs on this machine; all zero = the defaults. */
 typedef struct kiln_open_options {
@@ -118,46 +136,48 @@ typedef struct kiln_open_options {
 } kiln_open_options;
 
 /* kiln_program_open with options (NULL = all defaults). */
-kiln_status kiln_program_open_with(const char *path, const kiln_open_options *options,
-                                   kiln_program **out);
+KILN_API kiln_status kiln_program_open_with(const char *path, const kiln_open_options *options,
+                                            kiln_program **out);
 
 /* Closes a program. Every session made from it must be destroyed first.
  * NULL is a no-op. */
-void kiln_program_close(kiln_program *program);
+KILN_API void kiln_program_close(kiln_program *program);
 
 /* Recomputes the checksum of every section, weights included (what
  * `kiln info --verify` does). KILN_ERR_FORMAT names the first bad section. */
-kiln_status kiln_program_verify(const kiln_program *program);
+KILN_API kiln_status kiln_program_verify(const kiln_program *program);
 
-int kiln_program_method_count(const kiln_program *program);
+KILN_API int kiln_program_method_count(const kiln_program *program);
 
 /* Name of method `index` (borrowed, lives as long as the program), or NULL
  * when the index is out of range. */
-const char *kiln_program_method_name(const kiln_program *program, int index);
+KILN_API const char *kiln_program_method_name(const kiln_program *program, int index);
 
 /* Finds a method by name; KILN_ERR_INVALID_ARG when there is none. */
-kiln_status kiln_program_find_method(const kiln_program *program, const char *name, int *index);
+KILN_API kiln_status kiln_program_find_method(const kiln_program *program, const char *name,
+                                              int *index);
 
-int kiln_method_input_count(const kiln_program *program, int method);
-int kiln_method_output_count(const kiln_program *program, int method);
+KILN_API int kiln_method_input_count(const kiln_program *program, int method);
+KILN_API int kiln_method_output_count(const kiln_program *program, int method);
 /* Describes input or output `i` of a method; KILN_ERR_INVALID_ARG when an
  * index is out of range. Strings are borrowed from the program. */
-kiln_status kiln_method_input_info(const kiln_program *program, int method, int i,
-                                   kiln_tensor_info *info);
-kiln_status kiln_method_output_info(const kiln_program *program, int method, int i,
-                                    kiln_tensor_info *info);
+KILN_API kiln_status kiln_method_input_info(const kiln_program *program, int method, int i,
+                                            kiln_tensor_info *info);
+KILN_API kiln_status kiln_method_output_info(const kiln_program *program, int method, int i,
+                                             kiln_tensor_info *info);
 
 /* Metadata stored by the compiler (e.g. "general.architecture",
  * "llm.context_length"). The string getter returns a borrowed string or NULL
  * when the key is missing or not a string; the integer getter returns
  * KILN_ERR_INVALID_ARG when the key is missing or not an integer. */
-const char *kiln_program_meta_str(const kiln_program *program, const char *key);
-kiln_status kiln_program_meta_int(const kiln_program *program, const char *key, int64_t *value);
+KILN_API const char *kiln_program_meta_str(const kiln_program *program, const char *key);
+KILN_API kiln_status kiln_program_meta_int(const kiln_program *program, const char *key,
+                                           int64_t *value);
 /* An integer-array entry (e.g. "llm.end_token_ids"): *values (borrowed,
  * lives as long as the program) and *n; KILN_ERR_INVALID_ARG when the key
  * is missing or not an integer array. */
-kiln_status kiln_program_meta_ints(const kiln_program *program, const char *key, const int64_t **values,
-                                   int *n);
+KILN_API kiln_status kiln_program_meta_ints(const kiln_program *program, const char *key,
+                                            const int64_t **values, int *n);
 
 /* ---- sessions ----------------------------------------------------------- */
 
@@ -165,13 +185,13 @@ kiln_status kiln_program_meta_ints(const kiln_program *program, const char *key,
  * sized for the largest method. Allocation happens here, never in execute.
  * Many sessions may share one program, also from different threads; one
  * session must not be used by two threads at once. */
-kiln_status kiln_session_create(const kiln_program *program, kiln_session **out);
+KILN_API kiln_status kiln_session_create(const kiln_program *program, kiln_session **out);
 
 /* Destroys a session; NULL is a no-op. */
-void kiln_session_destroy(kiln_session *session);
+KILN_API void kiln_session_destroy(kiln_session *session);
 
 /* Zeroes every state buffer, as at creation. */
-kiln_status kiln_session_reset(kiln_session *session);
+KILN_API kiln_status kiln_session_reset(kiln_session *session);
 
 /* Copies `data` into input `input` of `method`. dtype and shape must match
  * the declared input; a dynamic dimension may be 1..its declared maximum.
@@ -179,25 +199,26 @@ kiln_status kiln_session_reset(kiln_session *session);
  * kiln_session_reset, which zeroes state only, leave it in place).
  * KILN_ERR_INVALID_ARG names the input, the expected and the given
  * dtype/shape. */
-kiln_status kiln_session_set_input(kiln_session *session, int method, int input, const void *data,
-                                   kiln_dtype dtype, int ndim, const int64_t *shape);
+KILN_API kiln_status kiln_session_set_input(kiln_session *session, int method, int input,
+                                            const void *data, kiln_dtype dtype, int ndim,
+                                            const int64_t *shape);
 
 /* Runs a method on the inputs last set. Allocates nothing. On failure the
  * message names the method and the node. State changes made by nodes that
  * ran before a failure are kept. */
-kiln_status kiln_session_execute(kiln_session *session, int method);
+KILN_API kiln_status kiln_session_execute(kiln_session *session, int method);
 
 /* Borrows output `output` of the last execute of `method`: a pointer into the
  * session's arena, valid until the next execute of any method of this
  * session, or destroy. shape receives the actual shape. KILN_ERR_INVALID_ARG
  * when `method` has not run, or another method ran after it (its outputs
  * were overwritten: the methods share one arena). */
-kiln_status kiln_session_get_output(kiln_session *session, int method, int output,
-                                    const void **data, kiln_dtype *dtype, int *ndim,
-                                    int64_t shape[KILN_MAX_DIMS]);
+KILN_API kiln_status kiln_session_get_output(kiln_session *session, int method, int output,
+                                             const void **data, kiln_dtype *dtype, int *ndim,
+                                             int64_t shape[KILN_MAX_DIMS]);
 
 /* The program a session was made from (borrowed). */
-const kiln_program *kiln_session_program(const kiln_session *session);
+KILN_API const kiln_program *kiln_session_program(const kiln_session *session);
 
 #ifdef __cplusplus
 }

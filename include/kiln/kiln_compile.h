@@ -73,12 +73,12 @@ typedef struct kiln_compile_options {
 } kiln_compile_options;
 
 /* Fills `options` with the defaults above. */
-void kiln_compile_options_init(kiln_compile_options *options);
+KILN_API void kiln_compile_options_init(kiln_compile_options *options);
 
 /* Compiles; the output is written to a temporary file beside it and renamed
  * into place only once complete and verified, so a failure never leaves a
  * partial program. Not thread-safe with respect to the same output path. */
-kiln_status kiln_compile(const kiln_compile_options *options);
+KILN_API kiln_status kiln_compile(const kiln_compile_options *options);
 
 #ifdef __cplusplus
 }

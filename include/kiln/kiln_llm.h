@@ -28,11 +28,12 @@ typedef struct kiln_tokenizer kiln_tokenizer;
 
 /* Loads the tokenizer stored in a program. The tokenizer is independent of
  * the program afterwards; free it with kiln_tokenizer_free. */
-kiln_status kiln_tokenizer_from_program(const kiln_program *program, kiln_tokenizer **out);
+KILN_API kiln_status kiln_tokenizer_from_program(const kiln_program *program, kiln_tokenizer **out);
 
 /* Loads a llama2.c `tokenizer.bin` holding `vocab_size` pieces (0: as many
  * as the file holds, read to its end). */
-kiln_status kiln_tokenizer_load_llama2c(const char *path, int vocab_size, kiln_tokenizer **out);
+KILN_API kiln_status kiln_tokenizer_load_llama2c(const char *path, int vocab_size,
+                                                 kiln_tokenizer **out);
 
 /* Loads a tokenizer file: a Hugging Face tokenizer.json (with the
  * tokenizer_config.json beside it when there is one: bos/eos tokens,
@@ -40,16 +41,16 @@ kiln_status kiln_tokenizer_load_llama2c(const char *path, int vocab_size, kiln_t
  * only GGUF will do), or a llama2.c tokenizer.bin (vocabulary: every record
  * in the file). KILN_ERR_UNSUPPORTED names what Kiln does not run (another
  * tokenizer model, pre-tokenizer, normalizer or regex feature). */
-kiln_status kiln_tokenizer_load(const char *path, kiln_tokenizer **out);
+KILN_API kiln_status kiln_tokenizer_load(const char *path, kiln_tokenizer **out);
 
-void kiln_tokenizer_free(kiln_tokenizer *tok);
+KILN_API void kiln_tokenizer_free(kiln_tokenizer *tok);
 
-int kiln_tokenizer_vocab_size(const kiln_tokenizer *tok);
-int kiln_tokenizer_bos(const kiln_tokenizer *tok); /* -1 when none */
-int kiln_tokenizer_eos(const kiln_tokenizer *tok); /* -1 when none */
+KILN_API int kiln_tokenizer_vocab_size(const kiln_tokenizer *tok);
+KILN_API int kiln_tokenizer_bos(const kiln_tokenizer *tok); /* -1 when none */
+KILN_API int kiln_tokenizer_eos(const kiln_tokenizer *tok); /* -1 when none */
 /* 1 for control tokens (BOS, EOS, <|im_start|>, ...; llama2.c: BOS and EOS),
  * 0 otherwise and for ids outside the vocabulary. */
-int kiln_tokenizer_is_special(const kiln_tokenizer *tok, int id);
+KILN_API int kiln_tokenizer_is_special(const kiln_tokenizer *tok, int id);
 
 /* Flags of kiln_tokenizer_encode_flags. With none, encoding is Hugging
  * Face's encode(text, add_special_tokens=False): special-token text in the
@@ -63,14 +64,15 @@ int kiln_tokenizer_is_special(const kiln_tokenizer *tok, int id);
  * with a bigger buffer). 2 * len + 2 ids always suffice (len + 2 but for
  * SentencePiece tokenizers, where each run of text after an added token may
  * gain a space token). */
-kiln_status kiln_tokenizer_encode_flags(const kiln_tokenizer *tok, const char *text, size_t len,
-                                        unsigned flags, int32_t *ids, int cap, int *n_ids);
+KILN_API kiln_status kiln_tokenizer_encode_flags(const kiln_tokenizer *tok, const char *text,
+                                                 size_t len, unsigned flags, int32_t *ids, int cap,
+                                                 int *n_ids);
 
 /* kiln_tokenizer_encode_flags with KILN_TOKENIZE_ADD_SPECIAL when add_bos is
  * non-zero: BOS goes first where the tokenizer asks for it (llama2.c, Llama
  * GGUFs: yes; Qwen, SmolLM2: no). */
-kiln_status kiln_tokenizer_encode(const kiln_tokenizer *tok, const char *text, size_t len,
-                                  int add_bos, int32_t *ids, int cap, int *n_ids);
+KILN_API kiln_status kiln_tokenizer_encode(const kiln_tokenizer *tok, const char *text, size_t len,
+                                           int add_bos, int32_t *ids, int cap, int *n_ids);
 
 /* The bytes token `id` decodes to when it follows `prev` (-1: none), by the
  * tokenizer's rules (llama2.c: a leading space after BOS is dropped; GGUF
@@ -79,7 +81,8 @@ kiln_status kiln_tokenizer_encode(const kiln_tokenizer *tok, const char *text, s
  * A byte-level token may end inside a UTF-8 character: to print a stream,
  * use kiln_detokenizer. *len receives the length; the pointer is borrowed
  * from the tokenizer. Returns NULL for an id outside the vocabulary. */
-const char *kiln_tokenizer_decode(const kiln_tokenizer *tok, int prev, int id, size_t *len);
+KILN_API const char *kiln_tokenizer_decode(const kiln_tokenizer *tok, int prev, int id,
+                                           size_t *len);
 
 /* Streaming decode that never splits a UTF-8 character: each push returns
  * the bytes that end on a whole character, holding back the start of an
@@ -88,13 +91,13 @@ const char *kiln_tokenizer_decode(const kiln_tokenizer *tok, int prev, int id, s
  * every push and the final flush is exactly the concatenation of the
  * pieces. One detokenizer per stream; it borrows the tokenizer. */
 typedef struct kiln_detokenizer kiln_detokenizer;
-kiln_status kiln_detokenizer_create(const kiln_tokenizer *tok, kiln_detokenizer **out);
+KILN_API kiln_status kiln_detokenizer_create(const kiln_tokenizer *tok, kiln_detokenizer **out);
 /* The bytes ready after token `id` (*len may be 0), valid until the next
  * call; NULL for an id outside the vocabulary (nothing changes then). */
-const char *kiln_detokenizer_push(kiln_detokenizer *d, int id, size_t *len);
+KILN_API const char *kiln_detokenizer_push(kiln_detokenizer *d, int id, size_t *len);
 /* What is held back (an unfinished character at the end), then empty. */
-const char *kiln_detokenizer_flush(kiln_detokenizer *d, size_t *len);
-void kiln_detokenizer_free(kiln_detokenizer *d);
+KILN_API const char *kiln_detokenizer_flush(kiln_detokenizer *d, size_t *len);
+KILN_API void kiln_detokenizer_free(kiln_detokenizer *d);
 
 /* ---- the LLM program contract -------------------------------------------- */
 
@@ -152,15 +155,15 @@ typedef struct kiln_llm_limits {
  * the wrong dtype or shape ("not an LLM program: method 'prefill' has no
  * input 'pos'"); KILN_ERR_UNSUPPORTED an input the handle does not know.
  * Free the handle with kiln_llm_free (NULL is a no-op). */
-kiln_status kiln_llm_bind(const kiln_program *program, kiln_llm **out);
-void kiln_llm_free(kiln_llm *llm);
+KILN_API kiln_status kiln_llm_bind(const kiln_program *program, kiln_llm **out);
+KILN_API void kiln_llm_free(kiln_llm *llm);
 
-const kiln_program *kiln_llm_program(const kiln_llm *llm); /* borrowed */
+KILN_API const kiln_program *kiln_llm_program(const kiln_llm *llm); /* borrowed */
 /* Borrowed, lives as long as the handle. */
-const kiln_llm_limits *kiln_llm_get_limits(const kiln_llm *llm);
+KILN_API const kiln_llm_limits *kiln_llm_get_limits(const kiln_llm *llm);
 /* Method indices of the two methods (for a trace, an observer, a report). */
-int kiln_llm_prefill_method(const kiln_llm *llm);
-int kiln_llm_decode_method(const kiln_llm *llm);
+KILN_API int kiln_llm_prefill_method(const kiln_llm *llm);
+KILN_API int kiln_llm_decode_method(const kiln_llm *llm);
 /* The inputs the contract names, for a caller that sets a method's inputs
  * itself (`kiln run` records every call's inputs): the input's index in
  * its method, or -1 when the program has none (all_logits is optional). */
@@ -171,23 +174,24 @@ typedef enum kiln_llm_input {
     KILN_LLM_DECODE_TOKENS = 3,
     KILN_LLM_DECODE_POS = 4,
 } kiln_llm_input;
-int kiln_llm_input_index(const kiln_llm *llm, kiln_llm_input which);
+KILN_API int kiln_llm_input_index(const kiln_llm *llm, kiln_llm_input which);
 
 /* The end ids (*n of them, maybe 0; borrowed), and whether `id` is one. */
-const int64_t *kiln_llm_end_ids(const kiln_llm *llm, int *n);
-int kiln_llm_is_end(const kiln_llm *llm, int32_t id);
+KILN_API const int64_t *kiln_llm_end_ids(const kiln_llm *llm, int *n);
+KILN_API int kiln_llm_is_end(const kiln_llm *llm, int32_t id);
 
 /* The checks every run call makes before any work: n >= 1 ids at positions
  * start.. inside the context, each id in the vocabulary.
  * KILN_ERR_INVALID_ARG names the id or the count and the limit. */
-kiln_status kiln_llm_check_tokens(const kiln_llm *llm, const int32_t *ids, int n, int start);
+KILN_API kiln_status kiln_llm_check_tokens(const kiln_llm *llm, const int32_t *ids, int n,
+                                           int start);
 
 /* Runs ids[0..n) through prefill at positions start.., in chunks of at most
  * `chunk` tokens (0 or more than prefill_max: prefill_max), and points
  * *logits (may be NULL) at the last token's logits [vocab]: borrowed from
  * the session, valid until its next execute. The cache must hold positions
  * 0..start-1; the rows start..start+n-1 are written. Nothing is reset. */
-kiln_status kiln_llm_prefill(kiln_session *session, const kiln_llm *llm, const int32_t *ids, int n,
+KILN_API kiln_status kiln_llm_prefill(kiln_session *session, const kiln_llm *llm, const int32_t *ids, int n,
                              int start, int chunk, const float **logits);
 
 /* kiln_llm_prefill with every row's logits: after each chunk, fn receives
@@ -196,13 +200,14 @@ kiln_status kiln_llm_prefill(kiln_session *session, const kiln_llm *llm, const i
  * KILN_ERR_CANCELLED. chunk as for kiln_llm_prefill.
  * KILN_ERR_UNSUPPORTED when the program's prefill has no all_logits. */
 typedef int (*kiln_llm_rows_fn)(void *user, int first, int len, const float *logits);
-kiln_status kiln_llm_prefill_rows(kiln_session *session, const kiln_llm *llm, const int32_t *ids, int n,
-                                  int start, int chunk, kiln_llm_rows_fn fn, void *user);
+KILN_API kiln_status kiln_llm_prefill_rows(kiln_session *session, const kiln_llm *llm,
+                                           const int32_t *ids, int n, int start, int chunk,
+                                           kiln_llm_rows_fn fn, void *user);
 
 /* Runs one token through decode at position pos; *logits (may be NULL) as
  * for kiln_llm_prefill. */
-kiln_status kiln_llm_decode(kiln_session *session, const kiln_llm *llm, int32_t id, int pos,
-                            const float **logits);
+KILN_API kiln_status kiln_llm_decode(kiln_session *session, const kiln_llm *llm, int32_t id,
+                                     int pos, const float **logits);
 
 /* ---- generation --------------------------------------------------------- */
 
@@ -238,7 +243,7 @@ typedef struct kiln_generate_options {
 } kiln_generate_options;
 
 /* Sets every option to its default (above). */
-void kiln_generate_options_init(kiln_generate_options *options);
+KILN_API void kiln_generate_options_init(kiln_generate_options *options);
 
 typedef struct kiln_generate_result {
     int n_prompt;    /* prompt tokens processed */
@@ -260,8 +265,9 @@ typedef struct kiln_generate_result {
  * that this call resets first. A prompt longer than the context, or an
  * explicit n_predict that would take prompt + generation past it, is
  * KILN_ERR_INVALID_ARG before any work. */
-kiln_status kiln_generate(kiln_session *session, const int32_t *prompt, int n_prompt,
-                          const kiln_generate_options *options, kiln_generate_result *result);
+KILN_API kiln_status kiln_generate(kiln_session *session, const int32_t *prompt, int n_prompt,
+                                   const kiln_generate_options *options,
+                                   kiln_generate_result *result);
 
 /* Continues a session without resetting it: runs the `n_new` ids through
  * prefill at positions start_pos.. (the cache must hold positions
@@ -275,13 +281,15 @@ kiln_status kiln_generate(kiln_session *session, const int32_t *prompt, int n_pr
  * start_pos + n_new past the context (or an explicit n_predict past it) is
  * KILN_ERR_INVALID_ARG before any work. Used for multi-turn chat, where each
  * turn prefills only what the new render does not share with the cache. */
-kiln_status kiln_generate_continue(kiln_session *session, const int32_t *new_ids, int n_new, int start_pos,
-                                   const kiln_generate_options *options, kiln_generate_result *result);
+KILN_API kiln_status kiln_generate_continue(kiln_session *session, const int32_t *new_ids,
+                                            int n_new, int start_pos,
+                                            const kiln_generate_options *options,
+                                            kiln_generate_result *result);
 
 /* The checks kiln_generate makes before any work (context, ids, options),
  * so a caller can validate before printing anything. */
-kiln_status kiln_generate_check(const kiln_program *program, const int32_t *prompt, int n_prompt,
-                                const kiln_generate_options *options);
+KILN_API kiln_status kiln_generate_check(const kiln_program *program, const int32_t *prompt,
+                                         int n_prompt, const kiln_generate_options *options);
 
 /* ---- chat formats ------------------------------------------------------- */
 
@@ -339,17 +347,18 @@ typedef struct kiln_chat_message {
  * for 3.1+ and strftime_now for 3.2's dated variant, ChatML's
  * <|im_start|>). A template Kiln cannot match is KILN_ERR_UNSUPPORTED,
  * with a message saying what was found in it. */
-kiln_status kiln_chat_format_detect(const char *template_text, kiln_chat_format *out);
+KILN_API kiln_status kiln_chat_format_detect(const char *template_text, kiln_chat_format *out);
 
 /* kiln_chat_format_detect on the program's "tokenizer.chat_template";
  * KILN_ERR_UNSUPPORTED when the program stores none. */
-kiln_status kiln_chat_format_from_program(const kiln_program *program, kiln_chat_format *out);
+KILN_API kiln_status kiln_chat_format_from_program(const kiln_program *program,
+                                                   kiln_chat_format *out);
 
 /* "chatml", "smollm2", "qwen3", "llama3", "llama3.1", "llama3.2" and
  * "llama3.3" (= LLAMA31) to a format; other names are KILN_ERR_INVALID_ARG. */
-kiln_status kiln_chat_format_from_name(const char *name, kiln_chat_format *out);
+KILN_API kiln_status kiln_chat_format_from_name(const char *name, kiln_chat_format *out);
 /* The name of a format ("none" for KILN_CHAT_NONE or unknown values); static. */
-const char *kiln_chat_format_name(kiln_chat_format format);
+KILN_API const char *kiln_chat_format_name(kiln_chat_format format);
 
 typedef struct kiln_chat_options {
     int add_generation_prompt; /* end with the assistant's generation prompt; default 1
@@ -362,19 +371,21 @@ typedef struct kiln_chat_options {
 } kiln_chat_options;
 
 /* Sets every option to its default (above). */
-void kiln_chat_options_init(kiln_chat_options *options);
+KILN_API void kiln_chat_options_init(kiln_chat_options *options);
 
 /* Renders `n` messages as the format does. *out receives a NUL-terminated
  * string the caller frees with kiln_chat_free, *len (may be NULL) its
  * length. A role the format does not render is KILN_ERR_UNSUPPORTED; a bad
  * date (options or KILN_CHAT_DATE) is KILN_ERR_INVALID_ARG. */
-kiln_status kiln_chat_render_with(kiln_chat_format format, const kiln_chat_message *msgs, int n,
-                                  const kiln_chat_options *options, char **out, size_t *len);
+KILN_API kiln_status kiln_chat_render_with(kiln_chat_format format, const kiln_chat_message *msgs,
+                                           int n, const kiln_chat_options *options, char **out,
+                                           size_t *len);
 
 /* kiln_chat_render_with with the default options but these two. */
-kiln_status kiln_chat_render(kiln_chat_format format, const kiln_chat_message *msgs, int n,
-                             int add_generation_prompt, int enable_thinking, char **out, size_t *len);
-void kiln_chat_free(char *s); /* NULL is a no-op */
+KILN_API kiln_status kiln_chat_render(kiln_chat_format format, const kiln_chat_message *msgs, int n,
+                                      int add_generation_prompt, int enable_thinking, char **out,
+                                      size_t *len);
+KILN_API void kiln_chat_free(char *s); /* NULL is a no-op */
 
 #ifdef __cplusplus
 }

@@ -26,7 +26,7 @@
 
 #include <stdint.h>
 
-#include "kiln/kiln.h"
+#include "kiln.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,28 +34,29 @@ extern "C" {
 
 typedef struct kiln_trace kiln_trace;
 
-kiln_status kiln_trace_create(kiln_trace **out);
-void kiln_trace_free(kiln_trace *t); /* NULL is a no-op */
+KILN_API kiln_status kiln_trace_create(kiln_trace **out);
+KILN_API void kiln_trace_free(kiln_trace *t); /* NULL is a no-op */
 
 /* Records every execute of `session` into t from now on; NULL stops.
  * A trace takes events from one program (the first session's): attaching
  * it to a session of another program is KILN_ERR_INVALID_ARG. Not
  * thread-safe: one session executes into a trace at a time. */
-kiln_status kiln_session_set_trace(kiln_session *session, kiln_trace *t);
+KILN_API kiln_status kiln_session_set_trace(kiln_session *session, kiln_trace *t);
 
 /* The KV cache positions in use (e.g. prompt + generated tokens), for the
  * memory section's state_used_bytes; 0 (the default) leaves it out. */
-void kiln_trace_set_positions(kiln_trace *t, int64_t positions);
+KILN_API void kiln_trace_set_positions(kiln_trace *t, int64_t positions);
 
 /* Events recorded so far. */
-int64_t kiln_trace_event_count(const kiln_trace *t);
+KILN_API int64_t kiln_trace_event_count(const kiln_trace *t);
 
 /* Writes the trace to `path` (docs/TRACE.md): the header, every event, the
  * memory figures (of `session` when given: state buffers; always: the
  * program's weights, mapped and resident, its arena, the process's peak
  * RSS). The program the events came from must still be open. Recording
  * may go on afterwards; a later write writes everything again. */
-kiln_status kiln_trace_write(const kiln_trace *t, const kiln_session *session, const char *path);
+KILN_API kiln_status kiln_trace_write(const kiln_trace *t, const kiln_session *session,
+                                      const char *path);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
-/* base.h: what every module of the library shares: error reporting, byte
- * buffers with bounds-checked reads, checksums, files, half floats. Internal:
- * never installed. */
+/* base.h: what every module of the library shares: error reporting,
+ * allocation, overflow-checked sizes, byte buffers with bounds-checked reads,
+ * checksums, files, half floats, dtype facts, the clock. Internal: never
+ * installed. */
 #ifndef KILN_BASE_H
 #define KILN_BASE_H
 
@@ -16,7 +17,7 @@
 #define KILN_PRINTF(a, b)
 #endif
 
-/* ---- errors: set the thread's message and return the status ------------- */
+/* ---- errors (status.c): set the thread's message, return the status ----- */
 kiln_status kiln_error(kiln_status status, const char *fmt, ...) KILN_PRINTF(2, 3);
 /* The status of the last kiln_error on this thread: lets a function whose
  * helpers return -1 (builders) pass the real status on. */
@@ -24,7 +25,7 @@ kiln_status kiln_last_status(void);
 /* Prefixes the current message with more context ("compiling 'x': ..."). */
 kiln_status kiln_error_wrap(kiln_status status, const char *fmt, ...) KILN_PRINTF(2, 3);
 
-/* ---- allocation: one place to hook and to inject failures in tests ------- */
+/* ---- allocation (alloc.c): one place to hook and to inject failures ----- */
 void *kiln_malloc(size_t size);
 void *kiln_calloc(size_t n, size_t size);
 void *kiln_realloc(void *p, size_t size);
@@ -37,12 +38,23 @@ void kiln_aligned_free(void *p);
 /* Tests only: fail the n-th allocation from now (0 = never). */
 void kiln_fail_alloc_after(long n);
 
-/* Overflow-checked size arithmetic: returns 0 on overflow. */
-int kiln_mul_ok(uint64_t a, uint64_t b, uint64_t *out);
-int kiln_add_ok(uint64_t a, uint64_t b, uint64_t *out);
+/* ---- overflow-checked size arithmetic (here, inline) -------------------- */
+/* *out = a * b, or 0 (and *out untouched) when that overflows. Inline: one
+ * compare and one operation, which every reader runs per size it checks. */
+static inline int kiln_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
+    if (a && b > UINT64_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+/* *out = a + b, or 0 (and *out untouched) when that overflows. */
+static inline int kiln_add_ok(uint64_t a, uint64_t b, uint64_t *out) {
+    if (b > UINT64_MAX - a) return 0;
+    *out = a + b;
+    return 1;
+}
 static inline uint64_t kiln_align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-/* ---- growable write buffer (little-endian) ------------------------------ */
+/* ---- growable write buffer, little-endian (buf.c) ----------------------- */
 typedef struct kiln_wbuf {
     uint8_t *data;
     size_t len, cap;
@@ -60,7 +72,7 @@ void kiln_wbuf_f64(kiln_wbuf *b, double v);
 void kiln_wbuf_str(kiln_wbuf *b, const char *s); /* u32 length + bytes */
 void kiln_wbuf_strn(kiln_wbuf *b, const char *s, size_t n);
 
-/* ---- bounds-checked reader ---------------------------------------------- */
+/* ---- bounds-checked reader (buf.c) -------------------------------------- */
 /* Every read checks the bytes left; the first failure records a message
  * naming `what` (the file or section), the field and the offset, and makes
  * every later read fail too, so a parser can read a whole record and check
@@ -96,10 +108,10 @@ void kiln_rbuf_fail(kiln_rbuf *r, const char *fmt, ...) KILN_PRINTF(2, 3);
 /* KILN_OK, or the status of the first failure (message already set). */
 kiln_status kiln_rbuf_status(const kiln_rbuf *r);
 
-/* ---- checksums ---------------------------------------------------------- */
+/* ---- checksums (crc32c.c) ----------------------------------------------- */
 uint32_t kiln_crc32c(uint32_t crc, const void *data, size_t len);
 
-/* ---- files -------------------------------------------------------------- */
+/* ---- files (file.c) ----------------------------------------------------- */
 typedef struct kiln_file_map {
     const uint8_t *data;
     size_t size;
@@ -112,20 +124,13 @@ void kiln_file_map_close(kiln_file_map *map);
 /* The last path component, for messages. */
 const char *kiln_basename(const char *path);
 
-/* ---- half-precision conversions ----------------------------------------- */
+/* ---- half-precision conversions (fp16.c) -------------------------------- */
 float kiln_f16_to_f32(uint16_t h);
 uint16_t kiln_f32_to_f16(float f);
 float kiln_bf16_to_f32(uint16_t h);
 uint16_t kiln_f32_to_bf16(float f);
 
-/* ---- misc --------------------------------------------------------------- */
-double kiln_now_ms(void);
-/* splitmix64's finalizer: deterministic pseudo-random bits from a counter. */
-uint64_t kiln_mix64(uint64_t x);
-/* The random token at context position `pos` for `seed`, in 0..vocab-1:
- * the same for every session and every way of splitting a history into
- * calls (kiln run, kiln debug, compile --check). */
-int32_t kiln_token_at(uint64_t seed, int64_t pos, int64_t vocab);
+/* ---- dtypes (dtype.c; kiln_dtype_name is in kiln.h) --------------------- */
 size_t kiln_dtype_row_bytes(kiln_dtype dtype, int64_t n); /* 0 when n is not a whole block */
 int kiln_dtype_block(kiln_dtype dtype);                  /* elements per block (1 for plain) */
 int kiln_dtype_valid(uint32_t v);
@@ -134,5 +139,9 @@ int kiln_dtype_valid(uint32_t v);
 int kiln_dtype_row_group(kiln_dtype dtype);
 /* One past the largest kiln_dtype value (table sizes). */
 #define KILN_DTYPE_END (KILN_Q4_1_X8 + 1)
+
+/* ---- clock (clock.c) ---------------------------------------------------- */
+/* Milliseconds on the monotonic clock (differences only). */
+double kiln_now_ms(void);
 
 #endif /* KILN_BASE_H */

@@ -26,6 +26,7 @@
 
 #include "compiler/check.h"
 #include "devtools/compare.h"
+#include "devtools/random.h"
 #include "runtime/runtime.h"
 
 #define CHECK_PREFILL 8      /* tokens of the sample prefill (at most the method's) */

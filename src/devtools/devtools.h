@@ -11,7 +11,7 @@
  *     `kiln info` and `kiln bench`, which print what a program holds:
  *     constants, states, nodes, backends;
  *   - the developer aids of src/devtools: machine peaks, tensor folders,
- *     tensor comparison.
+ *     tensor comparison, the seeded random tokens of run/debug/check.
  * The runtime's own objects (runtime.h: the program and session structs,
  * the executor's hooks) stay out of the tools' reach. */
 #ifndef KILN_DEVTOOLS_H
@@ -21,6 +21,7 @@
 #include "base/json.h"
 #include "devtools/compare.h"
 #include "devtools/machine.h"
+#include "devtools/random.h"
 #include "devtools/tensors.h"
 #include "ir/graph.h"
 #include "ir/ops.h"

@@ -24,7 +24,9 @@ void kiln_import_close(kiln_import *imp) {
 
 kiln_status kiln_llama2c_import_file(kiln_import *imp, const char *path, const char *tokenizer,
                                      kiln_module *m) {
-    const kiln_file_map *map;
+    /* NULL: once GCC inlines kiln_import_map it warns that map may be unset,
+     * missing that it is set whenever st is 0. */
+    const kiln_file_map *map = NULL;
     kiln_status st = kiln_import_map(imp, path, &map);
     if (st || (st = kiln_llama2c_import(map, path, &imp->cfg, m))) return st;
     imp->format = "llama2c";
