@@ -397,7 +397,8 @@ static kiln_status open_sides(kiln_debugger *d, const char *path) {
     for (int b = 0; b < d->mod->n_backends; b++)
         if (!strcmp(d->mod->backends[b], "ref")) d->ref_backend = b;
     /* a language model binds on both sides (the same file), or on neither */
-    if (!kiln_llm_bind(be->prog, &be->llm) && (st = kiln_llm_bind(rf->prog, &rf->llm))) return st;
+    if ((st = kiln_llm_bind(be->prog, &be->llm)) == KILN_ERR_NOMEM) return st;
+    if (!st && (st = kiln_llm_bind(rf->prog, &rf->llm))) return st;
     int most = 1;
     for (int k = 0; k < d->mod->n_methods; k++)
         if (d->mod->methods[k].n_nodes > most) most = d->mod->methods[k].n_nodes;
@@ -466,7 +467,7 @@ kiln_status kiln_debugger_against(kiln_debugger *d, const char *path, int method
             if (!strcmp(fg->nodes[j].name, g->nodes[i].name)) d->against_node[i] = j;
         *matched += d->against_node[i] >= 0;
     }
-    if (kiln_llm_bind(a->prog, &a->llm)) a->llm = NULL; /* no history then */
+    if ((st = kiln_llm_bind(a->prog, &a->llm)) == KILN_ERR_NOMEM) return st; /* else no history */
     d->against_method = method;
     return kiln_session_create(a->prog, &a->sess);
 }
