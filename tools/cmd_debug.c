@@ -1,11 +1,13 @@
-/* cmd_debug.c: `kiln debug`, the per-node accuracy debugger. Runs one method
- * call on the backend under test and on a reference backend (the same
- * program opened twice, kiln_open_options.backend) with the same inputs and
- * the same history, captures every node's output through the executor's
- * node observer, and prints per node how far the backend is from the
- * reference, plus the node's own error: the node run alone on the backend,
- * given exactly the reference's inputs (kiln_program_exec_node), which tells
- * a wrong kernel from error carried in by earlier nodes. */
+/* cmd_debug.c: `kiln debug`, the per-node accuracy debugger. The debugging
+ * engine (devtools/debugger.h) runs one method call on the backend under
+ * test and on a reference backend (the same program opened twice) with the
+ * same inputs and the same history, and says per node how far the backend
+ * is from the reference, plus the node's own error: the node run alone on
+ * the backend, given exactly the reference's inputs, which tells a wrong
+ * kernel from error carried in by earlier nodes. This file plans the call
+ * (a language model's position, tokens and history; inputs from a folder or
+ * random), compiles --against's f32 program, and prints the table, the
+ * summary and the --dump folder. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,11 +17,9 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "devtools/devtools.h"
 #include "kiln/kiln_compile.h"
-#include "devtools/compare.h"
-#include "devtools/random.h"
-#include "runtime/runtime.h"
-#include "devtools/tensors.h"
+#include "kiln/kiln_llm.h"
 
 static const char *CMD = "debug";
 
@@ -170,91 +170,37 @@ static int parse_args(int argc, char **argv, options *o, int *help) {
     return 0;
 }
 
-/* ---- random numbers ------------------------------------------------------------------------- */
+/* ---- the debugged call --------------------------------------------------------------------- */
 
-/* ---- comparing two tensors ------------------------------------------------------------------ */
-
-/* A tensor's compared part: the whole output, or a kv_store's cache rows. */
-typedef struct {
-    kiln_dtype dtype;
-    int ndim;
-    int64_t ne[KILN_MAX_DIMS];
-    const void *data;
-} region;
-
-typedef struct {
-    int valid;    /* 0: not compared (n/a) */
-    int mismatch; /* the shapes or dtypes differ */
-    double cos, max_abs, rel, snr_db;
-} cmp;
-
-/* a against the reference r. Any non-finite value makes every figure NaN
- * (past any threshold). */
-static cmp compare(const region *a, const region *r) {
-    cmp c = {1, 0, NAN, NAN, NAN, NAN};
-    if (a->ndim != r->ndim || memcmp(a->ne, r->ne, (size_t)a->ndim * sizeof *a->ne)) {
-        c.mismatch = 1;
-        return c;
-    }
-    kiln_cmp v;
-    kiln_compare_values(a->dtype, a->data, r->dtype, r->data, 0, kiln_shape_elems(a->ndim, a->ne), &v);
-    c.cos = v.cos;
-    c.max_abs = v.max_abs;
-    c.rel = v.rel;
-    c.snr_db = v.snr_db;
-    return c;
+static int past(const kiln_debug_cmp *c, double threshold) {
+    return c->valid && (c->mismatch || !(c->v.cos >= threshold));
 }
 
-static int past(const cmp *c, double threshold) {
-    return c->valid && (c->mismatch || !(c->cos >= threshold));
-}
-
-/* ---- the debugger --------------------------------------------------------------------------- */
-
-/* One node of the debugged method. */
+/* What the report shows of one node of the debugged method. */
 typedef struct {
-    void *data; /* the backend's output (its region), malloc'd */
-    region got;
-    void *f32; /* --against: the f32 program's output (region), malloc'd */
-    region f32r;
     char unit[80];
-    int ran;      /* the backend ran it */
-    int fallback; /* on ref although another backend was asked for */
-    cmp err;      /* backend vs reference */
-    cmp own;      /* the node alone on the backend, the reference's inputs, vs the reference */
-    cmp quant;    /* reference vs the f32 program */
+    int ran;              /* the backend ran it */
+    int fallback;         /* on ref although another backend was asked for */
+    kiln_debug_cmp err;   /* backend vs reference */
+    kiln_debug_cmp own;   /* the node alone on the backend, the reference's inputs, vs it */
+    kiln_debug_cmp quant; /* reference vs the f32 program */
     int own_failed;
 } node_rec;
 
-/* One program and its session. */
-typedef struct {
-    kiln_program *prog;
-    kiln_session *sess;
-    int method;                         /* the debugged method's index here */
-    int pre, pre_tok, pre_pos, pre_all; /* language model: prefill and its inputs here */
-} side;
-
 typedef struct {
     const options *o;
-    side be, rf, fp; /* backend under test, reference, --against's f32 program */
-    int method;      /* index of the debugged method (backend and reference) */
+    kiln_debugger *dbg;       /* the engine: the program on the backend and on the reference */
+    const kiln_program *prog; /* the program under test */
+    int method;               /* index of the debugged method */
     const kiln_graph *g;
     node_rec *rec;
-    int *fp_node; /* f32 program: the node of the same name per node, or -1 */
-    /* own error */
-    void *own_buf, *scratch;
-    uint64_t scratch_bytes;
-    int own_ok; /* own_buf holds this node's own output */
+    int against; /* --against's f32 program runs beside */
     /* --dump */
     kiln_tensor_folder dump;
     int dumping;
     int n_dumped;
-    kiln_status failed; /* set by an observer that stopped the call */
-    /* the language model */
-    int llm;
-    int pre, dec;                                    /* method indices */
-    int pre_tok, pre_pos, pre_all, dec_tok, dec_pos; /* input indices */
-    int64_t vocab, ctx, prefill_max;
+    /* the language model: NULL when the method is not its prefill or decode */
+    const kiln_llm *llm;
     int32_t *prompt;
     int n_prompt;
     /* the call's inputs (per input of the method) */
@@ -269,206 +215,66 @@ static const kiln_node *node_at(const debugger *d, int i) {
     return &d->g->nodes[i];
 }
 
-/* The compared part of node n's output: a kv_store's cache rows 0 .. pos + T
- * (`written`: pos .. pos + T), else all of it. */
-static region region_of(const kiln_node *n, const kiln_tensor *const *in, const kiln_tensor *out,
-                        const void *data, int written) {
-    region r = {out->dtype, out->ndim, {0}, data};
-    memcpy(r.ne, out->ne, sizeof r.ne);
-    if (n->op == KILN_OP_KV_STORE && out->ndim == 2) {
-        int64_t pos = *(const int32_t *)in[2]->data, T = in[1]->ne[0];
-        if (pos < 0) pos = 0;
-        int64_t end = pos + T < out->ne[0] ? pos + T : out->ne[0];
-        if (written) {
-            r.data = (const uint8_t *)data +
-                     kiln_shape_bytes(out->dtype, 1, &out->ne[1]) * (uint64_t)pos;
-            r.ne[0] = end - pos;
-        } else {
-            r.ne[0] = end;
-        }
-    }
-    return r;
-}
-
-static kiln_status keep_region(const region *r, void **buf, region *kept, const char *what) {
-    uint64_t bytes = kiln_shape_bytes(r->dtype, r->ndim, r->ne);
-    free(*buf);
-    if (!(*buf = malloc(bytes ? (size_t)bytes : 1)))
-        return kiln_error(KILN_ERR_NOMEM, "out of memory keeping the output of node '%s'", what);
-    if (bytes) memcpy(*buf, r->data, (size_t)bytes);
-    *kept = *r;
-    kept->data = *buf;
-    return KILN_OK;
-}
-
-static kiln_status dump_region(debugger *d, const kiln_node *n, const char *role, const region *r) {
+static kiln_status dump_part(debugger *d, const kiln_debug_node *e, const char *role) {
     kiln_npy_dtype t;
+    const kiln_debug_tensor *r = &e->out;
     if (kiln_npy_dtype_from_kiln(r->dtype, &t)) return KILN_OK; /* no file dtype: not dumped */
-    kiln_tensor_desc desc = {d->g->values[n->out].name, d->g->name, role,    n->name,
-                             kiln_op_name(n->op),       t,          r->ndim, r->ne};
+    kiln_tensor_desc desc = {d->g->values[e->node->out].name, d->g->name, role,    e->node->name,
+                             kiln_op_name(e->node->op),       t,          r->ndim, r->ne};
     kiln_status st = kiln_tensor_folder_add(&d->dump, &desc, r->data);
     d->n_dumped += !st;
     return st;
 }
 
-static int stop(debugger *d, kiln_status st) {
-    d->failed = st;
-    return 1;
-}
-
-/* The backend under test: keep every node's output and its compute unit. */
-static int observe_backend(void *user, int method, int i, const kiln_tensor *const *in,
-                           const kiln_tensor *out, int phase) {
+/* The engine's word on each node: the backend's unit, then the comparisons
+ * once the reference has run it; --dump writes both outputs. */
+static kiln_status on_node(void *user, const kiln_debug_node *e) {
     debugger *d = user;
-    if (kiln_cli_interrupted) return stop(d, kiln_error(KILN_ERR_CANCELLED, "interrupted"));
-    if (phase != 1) return 0;
-    const kiln_node *n = node_at(d, i);
-    const kiln_program *p = d->be.prog;
-    node_rec *r = &d->rec[i];
-    const kiln_backend *b = p->backends[n->backend];
-    const char *unit = b->unit ? b->unit(p->backend_ctx[n->backend], n, in) : NULL;
-    snprintf(r->unit, sizeof r->unit, "%s", unit ? unit : "-");
-    r->fallback = kiln_program_node_is_fallback(p, n);
-    region reg = region_of(n, in, out, out->data, 0);
-    kiln_status st = keep_region(&reg, &r->data, &r->got, n->name);
-    if (!st && d->dumping) st = dump_region(d, n, "backend", &reg);
-    if (st) return stop(d, st);
-    r->ran = 1;
-    return 0;
+    node_rec *r = &d->rec[e->index];
+    if (e->side == KILN_DEBUG_BACKEND) {
+        snprintf(r->unit, sizeof r->unit, "%s", e->unit ? e->unit : "-");
+        r->fallback = e->fallback;
+        r->ran = 1;
+        return d->dumping ? dump_part(d, e, "backend") : KILN_OK;
+    }
+    if (e->own_status) {
+        fprintf(stderr, "kiln debug: node %d '%s' alone on the backend: %s\n", e->index,
+                e->node->name, e->own_error);
+        r->own_failed = 1;
+    }
+    r->err = e->carried;
+    r->own = e->own;
+    r->quant = e->against;
+    return d->dumping ? dump_part(d, e, "reference") : KILN_OK;
 }
 
-/* --against's f32 program: keep the outputs of nodes the debugged method has. */
-static int observe_f32(void *user, int method, int j, const kiln_tensor *const *in,
-                       const kiln_tensor *out, int phase) {
-    debugger *d = user;
-    if (kiln_cli_interrupted) return stop(d, kiln_error(KILN_ERR_CANCELLED, "interrupted"));
-    if (phase != 1) return 0;
-    for (int i = 0; i < d->g->n_nodes; i++) {
-        if (d->fp_node[i] != j) continue;
-        const kiln_node *n = &d->fp.prog->mod.methods[method].nodes[j];
-        region reg = region_of(n, in, out, out->data, 0);
-        kiln_status st = keep_region(&reg, &d->rec[i].f32, &d->rec[i].f32r, n->name);
-        if (st) return stop(d, st);
-    }
-    return 0;
-}
-
-/* The reference: before a node, run it alone on the backend under test with
- * the reference's inputs; after it, compare. */
-static int observe_reference(void *user, int method, int i, const kiln_tensor *const *in,
-                             const kiln_tensor *out, int phase) {
-    debugger *d = user;
-    if (kiln_cli_interrupted) return stop(d, kiln_error(KILN_ERR_CANCELLED, "interrupted"));
-    const kiln_node *n = node_at(d, i);
-    node_rec *r = &d->rec[i];
-    if (phase == 0) {
-        d->own_ok = 0;
-        kiln_tensor o = *out; /* a kv_store writes into a copy of the reference's cache there */
-        o.data = d->own_buf;
-        if (n->op != KILN_OP_KV_STORE && d->g->values[n->out].kind != KILN_VAL_ACT)
-            return 0; /* another op writing state: no own error (n/a) */
-        kiln_status st =
-            kiln_program_exec_node(d->be.prog, d->be.method, i, in, &o, d->scratch, d->scratch_bytes);
-        if (st) {
-            fprintf(stderr, "kiln debug: node %d '%s' alone on the backend: %s\n", i, n->name,
-                    kiln_last_error());
-            r->own_failed = 1;
-        } else {
-            d->own_ok = 1;
-        }
-        return 0;
-    }
-    region ref = region_of(n, in, out, out->data, 0);
-    if (r->ran) r->err = compare(&r->got, &ref);
-    if (d->own_ok) {
-        region own = region_of(n, in, out, d->own_buf, 1),
-               refw = region_of(n, in, out, out->data, 1);
-        r->own = compare(&own, &refw);
-    }
-    if (r->f32) r->quant = compare(&ref, &r->f32r);
-    if (d->dumping) {
-        kiln_status st = dump_region(d, n, "reference", &ref);
-        if (st) return stop(d, st);
-    }
-    return 0;
-}
-
-/* ---- the language model: history and inputs ------------------------------------------------- */
-
-static int is_i32_vec(const kiln_program *p, int method, int input, int64_t len) {
-    kiln_tensor_info t;
-    return input >= 0 && !kiln_method_input_info(p, method, input, &t) && t.dtype == KILN_I32 &&
-           t.ndim == 1 && (len < 0 || t.shape[0] == len);
-}
-
-/* prefill (tokens [P], pos [1], all_logits [1]) and decode (tokens [1],
- * pos [1]), all i32, and the vocabulary and context in the metadata: what
- * src/models/llama.c builds. */
-static int detect_llm(debugger *d) {
-    const kiln_program *p = d->be.prog;
-    if (kiln_program_meta_int(p, "llm.vocab_size", &d->vocab) || d->vocab < 1 ||
-        kiln_program_meta_int(p, "llm.context_length", &d->ctx) || d->ctx < 1 ||
-        kiln_program_find_method(p, "prefill", &d->pre) ||
-        kiln_program_find_method(p, "decode", &d->dec))
-        return 0;
-    d->pre_tok = kiln_method_input_index(p, d->pre, "tokens");
-    d->pre_pos = kiln_method_input_index(p, d->pre, "pos");
-    d->pre_all = kiln_method_input_index(p, d->pre, "all_logits");
-    d->dec_tok = kiln_method_input_index(p, d->dec, "tokens");
-    d->dec_pos = kiln_method_input_index(p, d->dec, "pos");
-    if (!is_i32_vec(p, d->pre, d->pre_tok, -1) || !is_i32_vec(p, d->pre, d->pre_pos, 1) ||
-        !is_i32_vec(p, d->pre, d->pre_all, 1) || !is_i32_vec(p, d->dec, d->dec_tok, 1) ||
-        !is_i32_vec(p, d->dec, d->dec_pos, 1) || kiln_method_input_count(p, d->pre) != 3 ||
-        kiln_method_input_count(p, d->dec) != 2)
-        return 0;
-    kiln_tensor_info t;
-    kiln_method_input_info(p, d->pre, d->pre_tok, &t);
-    d->prefill_max = t.shape[0];
-    return d->prefill_max >= 1 && (d->method == d->pre || d->method == d->dec);
+static int interrupted(void *user) {
+    (void)user;
+    return kiln_cli_interrupted;
 }
 
 /* The token at context position q: the prompt's, then a hash of (seed, q). */
 static int32_t token_at(const debugger *d, int64_t q) {
     if (q < d->n_prompt) return d->prompt[q];
-    return kiln_token_at((uint64_t)d->o->seed, q, d->vocab);
+    return kiln_token_at((uint64_t)d->o->seed, q, kiln_llm_get_limits(d->llm)->vocab);
 }
 
-/* Prefills tokens 0 .. d->position - 1 on one side, in calls of at most the
- * prefill size. */
-static kiln_status build_history(debugger *d, side *s, const char *label) {
-    if (kiln_program_find_method(s->prog, "prefill", &s->pre) ||
-        (s->pre_tok = kiln_method_input_index(s->prog, s->pre, "tokens")) < 0 ||
-        (s->pre_pos = kiln_method_input_index(s->prog, s->pre, "pos")) < 0 ||
-        (s->pre_all = kiln_method_input_index(s->prog, s->pre, "all_logits")) < 0)
-        return kiln_error(KILN_ERR_INVALID_ARG,
-                          "%s: no prefill method taking tokens, pos and all_logits", label);
-    int32_t *tok = malloc((size_t)d->prefill_max * sizeof *tok);
-    if (!tok) return kiln_error(KILN_ERR_NOMEM, "out of memory");
-    kiln_status st = KILN_OK;
-    for (int64_t q = 0; q < d->position && !st;) {
-        int64_t n = d->position - q < d->prefill_max ? d->position - q : d->prefill_max;
-        int32_t pos = (int32_t)q, all = 0;
-        int64_t one = 1;
-        for (int64_t k = 0; k < n; k++)
-            tok[k] = token_at(d, q + k);
-        if (kiln_cli_interrupted) st = kiln_error(KILN_ERR_CANCELLED, "interrupted");
-        if (!st) st = kiln_session_set_input(s->sess, s->pre, s->pre_tok, tok, KILN_I32, 1, &n);
-        if (!st) st = kiln_session_set_input(s->sess, s->pre, s->pre_pos, &pos, KILN_I32, 1, &one);
-        if (!st) st = kiln_session_set_input(s->sess, s->pre, s->pre_all, &all, KILN_I32, 1, &one);
-        if (!st) st = kiln_session_execute(s->sess, s->pre);
-        if (st)
-            st = kiln_error_wrap(st, "%s: building the history: prefill of %lld tokens at %lld",
-                                 label, (long long)n, (long long)q);
-        q += n;
-    }
-    free(tok);
+/* A language model's history: tokens 0 .. position - 1 prefilled on each
+ * side. */
+static kiln_status build_history(debugger *d) {
+    int32_t *ids = malloc((size_t)d->position * sizeof *ids);
+    if (!ids) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    for (int64_t q = 0; q < d->position; q++)
+        ids[q] = token_at(d, q);
+    kiln_status st = kiln_debugger_history(d->dbg, ids, (int)d->position);
+    free(ids);
     return st;
 }
 
 /* ---- the call's inputs ---------------------------------------------------------------------- */
 
 static kiln_status inputs_alloc(debugger *d) {
-    const kiln_program *p = d->be.prog;
+    const kiln_program *p = d->prog;
     d->n_in = kiln_method_input_count(p, d->method);
     d->in_info = calloc((size_t)d->n_in + 1, sizeof *d->in_info);
     d->in_data = calloc((size_t)d->n_in + 1, sizeof *d->in_data);
@@ -569,11 +375,11 @@ static kiln_status read_inputs(debugger *d) {
     return st;
 }
 
-static kiln_status set_inputs(debugger *d, side *s) {
+static kiln_status set_inputs(debugger *d) {
     for (int i = 0; i < d->n_in; i++) {
         kiln_status st =
-            kiln_session_set_input(s->sess, s->method, i, d->in_data[i], d->in_info[i].dtype,
-                                   d->in_info[i].ndim, d->in_shape[i]);
+            kiln_debugger_set_input(d->dbg, d->method, i, d->in_data[i], d->in_info[i].dtype,
+                                    d->in_info[i].ndim, d->in_shape[i]);
         if (st) return st;
     }
     return KILN_OK;
@@ -582,7 +388,7 @@ static kiln_status set_inputs(debugger *d, side *s) {
 /* ---- --against: the f32 program ------------------------------------------------------------- */
 
 /* Compiles --against into tmpdir/f32.kiln (tmpdir: a private folder made
- * here, removed by the caller) and opens it. */
+ * here, removed by the caller) and runs it beside the other two. */
 static kiln_status against_open(debugger *d, char *tmpdir, size_t cap) {
     const options *o = d->o;
     const char *tdir = getenv("TMPDIR");
@@ -603,50 +409,26 @@ static kiln_status against_open(debugger *d, char *tmpdir, size_t cap) {
     co.quant = "f32";
     co.backends = "ref";
     co.progress = kiln_cli_progress; /* a bar on a terminal; Ctrl-C stops it */
-    int64_t v;
-    if (!kiln_program_meta_int(d->be.prog, "llm.prefill_max_tokens", &v)) co.prefill = (int)v;
-    if (d->ctx > 0) co.max_seq = (int)d->ctx;
+    const kiln_llm *lm = kiln_debugger_llm(d->dbg);
+    if (lm) {
+        co.prefill = kiln_llm_get_limits(lm)->prefill_max;
+        co.max_seq = kiln_llm_get_limits(lm)->context;
+    }
     /* the same KV cache element type: the comparison is of the weights */
-    const kiln_module *m = &d->be.prog->mod;
+    const kiln_module *m = kiln_program_module(d->prog);
     for (int s = 0; s < m->n_states; s++)
         if (m->states[s].dtype == KILN_F32) co.kv_type = "f32";
     fprintf(stderr, "kiln debug: compiling %s to an f32 program (%s)\n", kiln_basename(o->against),
             tmp);
     kiln_status st = kiln_compile(&co);
     if (st) return kiln_error_wrap(st, "--against '%s'", o->against);
-    kiln_open_options oo;
-    memset(&oo, 0, sizeof oo);
-    if ((st = kiln_program_open_with(tmp, &oo, &d->fp.prog))) return st;
-    if ((st = kiln_program_find_method(d->fp.prog, d->g->name, &d->fp.method)))
-        return kiln_error(KILN_ERR_INVALID_ARG, "--against '%s': its program has no method '%s'",
-                          o->against, d->g->name);
-    /* the same inputs */
-    if (kiln_method_input_count(d->fp.prog, d->fp.method) != d->n_in)
-        return kiln_error(KILN_ERR_INVALID_ARG,
-                          "--against '%s': method '%s' takes other inputs than the program's",
-                          o->against, d->g->name);
-    for (int i = 0; i < d->n_in; i++) {
-        kiln_tensor_info t;
-        if ((st = kiln_method_input_info(d->fp.prog, d->fp.method, i, &t))) return st;
-        if (strcmp(t.name, d->in_info[i].name) || t.dtype != d->in_info[i].dtype ||
-            t.ndim != d->in_info[i].ndim || memcmp(t.shape, d->in_info[i].shape, sizeof t.shape))
-            return kiln_error(KILN_ERR_INVALID_ARG,
-                              "--against '%s': method '%s' input '%s' differs from the program's",
-                              o->against, d->g->name, t.name);
-    }
-    const kiln_graph *fg = &d->fp.prog->mod.methods[d->fp.method];
-    if (!(d->fp_node = malloc((size_t)d->g->n_nodes * sizeof *d->fp_node)))
-        return kiln_error(KILN_ERR_NOMEM, "out of memory");
-    int matched = 0;
-    for (int i = 0; i < d->g->n_nodes; i++) {
-        d->fp_node[i] = -1;
-        for (int j = 0; j < fg->n_nodes && d->fp_node[i] < 0; j++)
-            if (!strcmp(fg->nodes[j].name, d->g->nodes[i].name)) d->fp_node[i] = j;
-        matched += d->fp_node[i] >= 0;
-    }
+    int matched;
+    if ((st = kiln_debugger_against(d->dbg, tmp, d->method, &matched)))
+        return kiln_error_wrap(st, "--against '%s'", o->against);
     fprintf(stderr, "kiln debug: %d of %d nodes matched by name in the f32 program\n", matched,
             d->g->n_nodes);
-    return kiln_session_create(d->fp.prog, &d->fp.sess);
+    d->against = 1;
+    return KILN_OK;
 }
 
 /* ---- the report ----------------------------------------------------------------------------- */
@@ -692,43 +474,43 @@ static void row_cells(const debugger *d, int i, char cell[C_COUNT][96]) {
     snprintf(cell[C_ID], 96, "%d", i);
     snprintf(cell[C_NODE], 96, "%s", n->name);
     snprintf(cell[C_OP], 96, "%s", kiln_op_name(n->op));
-    snprintf(cell[C_BACKEND], 96, "%s%s", d->be.prog->mod.backends[n->backend],
+    snprintf(cell[C_BACKEND], 96, "%s%s", kiln_program_module(d->prog)->backends[n->backend],
              r->fallback ? "*" : "");
     snprintf(cell[C_UNIT], 96, "%s", r->ran ? r->unit : "-");
-    const cmp *c = &r->err;
+    const kiln_debug_cmp *c = &r->err;
     if (!c->valid || c->mismatch) {
         for (int k = C_COS; k <= C_SNR; k++)
             snprintf(cell[k], 96, "%s", c->mismatch ? "shape" : "n/a");
     } else {
-        snprintf(cell[C_COS], 96, "%s", fmt_num(t, sizeof t, c->cos, 0));
-        snprintf(cell[C_MAX], 96, "%s", fmt_num(t, sizeof t, c->max_abs, 1));
-        snprintf(cell[C_REL], 96, "%s", fmt_num(t, sizeof t, c->rel, 1));
-        snprintf(cell[C_SNR], 96, "%s", fmt_num(t, sizeof t, c->snr_db, 2));
+        snprintf(cell[C_COS], 96, "%s", fmt_num(t, sizeof t, c->v.cos, 0));
+        snprintf(cell[C_MAX], 96, "%s", fmt_num(t, sizeof t, c->v.max_abs, 1));
+        snprintf(cell[C_REL], 96, "%s", fmt_num(t, sizeof t, c->v.rel, 1));
+        snprintf(cell[C_SNR], 96, "%s", fmt_num(t, sizeof t, c->v.snr_db, 2));
     }
-    const cmp *pairs[2] = {&r->own, &r->quant};
+    const kiln_debug_cmp *pairs[2] = {&r->own, &r->quant};
     for (int k = 0; k < 2; k++) {
         c = pairs[k];
         const char *none = k == 0 && r->own_failed ? "error" : "n/a";
         snprintf(cell[C_OWN_COS + 2 * k], 96, "%s",
                  !c->valid     ? none
                  : c->mismatch ? "shape"
-                               : fmt_num(t, sizeof t, c->cos, 0));
+                               : fmt_num(t, sizeof t, c->v.cos, 0));
         snprintf(cell[C_OWN_REL + 2 * k], 96, "%s",
                  !c->valid     ? none
                  : c->mismatch ? "shape"
-                               : fmt_num(t, sizeof t, c->rel, 1));
+                               : fmt_num(t, sizeof t, c->v.rel, 1));
     }
 }
 
 static void describe(const debugger *d, int i, char *buf, size_t cap) {
     const kiln_node *n = node_at(d, i);
     snprintf(buf, cap, "node %d %s (%s on %s)", i, n->name, kiln_op_name(n->op),
-             d->be.prog->mod.backends[n->backend]);
+             kiln_program_module(d->prog)->backends[n->backend]);
 }
 
 static void report(const debugger *d) {
     const options *o = d->o;
-    int n = d->g->n_nodes, ncol = d->fp.prog ? C_COUNT : C_Q_COS;
+    int n = d->g->n_nodes, ncol = d->against ? C_COUNT : C_Q_COS;
     int first = -1, first_own = -1, any_fallback = 0;
     for (int i = 0; i < n; i++) {
         if (first < 0 && past(&d->rec[i].err, o->threshold)) first = i;
@@ -778,9 +560,9 @@ static void report(const debugger *d) {
         char t2[64];
         printf("first past threshold: %s: cos %s, rel %s\n", what,
                d->rec[first].err.mismatch ? "shape"
-                                          : fmt_num(t, sizeof t, d->rec[first].err.cos, 0),
+                                          : fmt_num(t, sizeof t, d->rec[first].err.v.cos, 0),
                d->rec[first].err.mismatch ? "shape"
-                                          : fmt_num(t2, sizeof t2, d->rec[first].err.rel, 1));
+                                          : fmt_num(t2, sizeof t2, d->rec[first].err.v.rel, 1));
     } else {
         printf("first past threshold: none (every node's cos >= %g)\n", o->threshold);
     }
@@ -788,18 +570,19 @@ static void report(const debugger *d) {
         char t[64];
         describe(d, first_own, what, sizeof what);
         printf("first own error: %s: own cos %s given the reference's inputs\n", what,
-               d->rec[first_own].own.mismatch ? "shape"
-                                              : fmt_num(t, sizeof t, d->rec[first_own].own.cos, 0));
+               d->rec[first_own].own.mismatch
+                   ? "shape"
+                   : fmt_num(t, sizeof t, d->rec[first_own].own.v.cos, 0));
     } else {
         printf("first own error: none (every node given the reference's inputs has cos >= %g)\n",
                o->threshold);
     }
-    if (d->fp.prog) {
+    if (d->against) {
         int worst = -1;
         double low = INFINITY;
         for (int i = 0; i < n; i++) {
-            const cmp *q = &d->rec[i].quant;
-            double key = q->mismatch || isnan(q->cos) ? -INFINITY : q->cos;
+            const kiln_debug_cmp *q = &d->rec[i].quant;
+            double key = q->mismatch || isnan(q->v.cos) ? -INFINITY : q->v.cos;
             if (q->valid && (worst < 0 || key < low)) worst = i, low = key;
         }
         if (worst >= 0) {
@@ -808,11 +591,12 @@ static void report(const debugger *d) {
             printf("quantization (reference vs the f32 program): lowest cos at %s: quant_cos %s, "
                    "quant_rel %s\n",
                    what,
-                   d->rec[worst].quant.mismatch ? "shape"
-                                                : fmt_num(t, sizeof t, d->rec[worst].quant.cos, 0),
                    d->rec[worst].quant.mismatch
                        ? "shape"
-                       : fmt_num(t2, sizeof t2, d->rec[worst].quant.rel, 1));
+                       : fmt_num(t, sizeof t, d->rec[worst].quant.v.cos, 0),
+                   d->rec[worst].quant.mismatch
+                       ? "shape"
+                       : fmt_num(t2, sizeof t2, d->rec[worst].quant.v.rel, 1));
         }
     }
     if (first_own >= 0) {
@@ -855,12 +639,19 @@ static int pick_method(const kiln_program *p, const char *s) {
  * error's exit code (printed); *st a failure. */
 static int plan_llm_call(debugger *d, kiln_status *st) {
     const options *o = d->o;
-    int is_pre = d->method == d->pre;
+    const kiln_llm_limits *lim = kiln_llm_get_limits(d->llm);
+    int64_t vocab = lim->vocab, ctx = lim->context, prefill_max = lim->prefill_max;
+    int is_pre = d->method == kiln_llm_prefill_method(d->llm);
+    /* the inputs the contract names */
+    int ti =
+        kiln_llm_input_index(d->llm, is_pre ? KILN_LLM_PREFILL_TOKENS : KILN_LLM_DECODE_TOKENS);
+    int pi = kiln_llm_input_index(d->llm, is_pre ? KILN_LLM_PREFILL_POS : KILN_LLM_DECODE_POS);
+    int ai = is_pre ? kiln_llm_input_index(d->llm, KILN_LLM_PREFILL_ALL_LOGITS) : -1;
     if (o->prompt) {
         kiln_tokenizer *tok = NULL;
         size_t len = strlen(o->prompt);
         int cap = (int)(2 * len + 2), n = 0;
-        if ((*st = kiln_tokenizer_from_program(d->be.prog, &tok))) return 0;
+        if ((*st = kiln_tokenizer_from_program(d->prog, &tok))) return 0;
         if (!(d->prompt = malloc((size_t)cap * sizeof *d->prompt))) {
             kiln_tokenizer_free(tok);
             *st = kiln_error(KILN_ERR_NOMEM, "out of memory");
@@ -871,35 +662,34 @@ static int plan_llm_call(debugger *d, kiln_status *st) {
         if (*st) return 0;
         d->n_prompt = n;
         for (int k = 0; k < n; k++)
-            if (d->prompt[k] < 0 || d->prompt[k] >= d->vocab) {
+            if (d->prompt[k] < 0 || d->prompt[k] >= vocab) {
                 *st = kiln_error(KILN_ERR_INVALID_ARG,
                                  "the prompt's token %d is id %d, outside the vocabulary (%lld)", k,
-                                 d->prompt[k], (long long)d->vocab);
+                                 d->prompt[k], (long long)vocab);
                 return 0;
             }
     }
     if (o->inputs) {
-        int ti = is_pre ? d->pre_tok : d->dec_tok, pi = is_pre ? d->pre_pos : d->dec_pos;
         int32_t pos = *(const int32_t *)d->in_data[pi];
         d->n_tokens = d->in_shape[ti][0];
         if (o->have_position && o->position != pos)
             return kiln_cli_usage_error(CMD, "--position %lld, but the input 'pos' of '%s' says %d",
                                         o->position, o->inputs, (int)pos);
-        if (pos < 0 || pos + d->n_tokens > d->ctx) {
+        if (pos < 0 || pos + d->n_tokens > ctx) {
             *st = kiln_error(KILN_ERR_INVALID_ARG,
                              "'%s': input 'pos' %d with %lld tokens passes the context (%lld "
                              "positions, 0..%lld)",
-                             o->inputs, (int)pos, (long long)d->n_tokens, (long long)d->ctx,
-                             (long long)d->ctx - 1);
+                             o->inputs, (int)pos, (long long)d->n_tokens, (long long)ctx,
+                             (long long)ctx - 1);
             return 0;
         }
         const int32_t *ids = d->in_data[ti];
         for (int64_t k = 0; k < d->n_tokens; k++)
-            if (ids[k] < 0 || ids[k] >= d->vocab) {
+            if (ids[k] < 0 || ids[k] >= vocab) {
                 *st = kiln_error(KILN_ERR_INVALID_ARG,
                                  "'%s': input 'tokens' [%lld] is %d, outside the vocabulary "
                                  "(0..%lld)",
-                                 o->inputs, (long long)k, (int)ids[k], (long long)d->vocab - 1);
+                                 o->inputs, (long long)k, (int)ids[k], (long long)vocab - 1);
                 return 0;
             }
         d->position = pos;
@@ -909,39 +699,37 @@ static int plan_llm_call(debugger *d, kiln_status *st) {
                   : is_pre          ? 0
                   : d->n_prompt > 0 ? d->n_prompt - 1
                                     : 0;
-    if (d->position >= d->ctx)
+    if (d->position >= ctx)
         return kiln_cli_usage_error(CMD,
                                     "--position %lld is past the context: the program holds %lld "
                                     "positions (0..%lld)",
-                                    (long long)d->position, (long long)d->ctx,
-                                    (long long)d->ctx - 1);
+                                    (long long)d->position, (long long)ctx, (long long)ctx - 1);
     if (!is_pre) {
         if (o->have_tokens)
             return kiln_cli_usage_error(CMD,
                                         "--tokens applies to prefill (decode takes one token)");
         d->n_tokens = 1;
     } else {
-        int64_t room = d->ctx - d->position, max = room < d->prefill_max ? room : d->prefill_max;
+        int64_t room = ctx - d->position, max = room < prefill_max ? room : prefill_max;
         if (o->have_tokens) {
             if (o->tokens > max)
                 return kiln_cli_usage_error(
                     CMD,
                     "--tokens %lld: a prefill call at position %lld takes 1..%lld (prefill "
                     "size %lld, context %lld)",
-                    o->tokens, (long long)d->position, (long long)max, (long long)d->prefill_max,
-                    (long long)d->ctx);
+                    o->tokens, (long long)d->position, (long long)max, (long long)prefill_max,
+                    (long long)ctx);
             d->n_tokens = o->tokens;
         } else {
             d->n_tokens = d->n_prompt > d->position ? d->n_prompt - d->position : 16;
             if (d->n_tokens > max) d->n_tokens = max;
         }
     }
-    int ti = is_pre ? d->pre_tok : d->dec_tok, pi = is_pre ? d->pre_pos : d->dec_pos;
     for (int64_t k = 0; k < d->n_tokens; k++)
         ((int32_t *)d->in_data[ti])[k] = token_at(d, d->position + k);
     d->in_shape[ti][0] = d->n_tokens;
     *(int32_t *)d->in_data[pi] = (int32_t)d->position;
-    if (is_pre) *(int32_t *)d->in_data[d->pre_all] = 1; /* every row's logits */
+    if (ai >= 0) *(int32_t *)d->in_data[ai] = 1; /* every row's logits */
     return 0;
 }
 
@@ -959,23 +747,26 @@ int kiln_cmd_debug(int argc, char **argv) {
     d.o = &o;
     char tmpdir[1100] = ""; /* --against's program lives here */
     kiln_status st = KILN_OK;
-    kiln_open_options oo;
-    memset(&oo, 0, sizeof oo);
-    oo.n_threads = (int)o.threads;
-    oo.backend = o.backend;
-    if ((st = kiln_program_open_with(o.model, &oo, &d.be.prog))) return kiln_cli_fail(CMD, st);
-    oo.backend = o.reference;
-    if ((st = kiln_program_open_with(o.model, &oo, &d.rf.prog))) goto fail;
+    kiln_debugger_options dopt;
+    memset(&dopt, 0, sizeof dopt);
+    dopt.backend = o.backend;
+    dopt.reference = o.reference;
+    dopt.n_threads = (int)o.threads;
+    dopt.label[KILN_DEBUG_AGAINST] = "f32 program";
+    dopt.cancel = interrupted;
+    if ((st = kiln_debugger_open(o.model, &dopt, &d.dbg))) return kiln_cli_fail(CMD, st);
+    d.prog = kiln_debugger_program(d.dbg, KILN_DEBUG_BACKEND);
 
     const char *mname = o.method;
-    if (!mname) mname = kiln_program_find_method(d.be.prog, "prefill", &d.method) ? "0" : "prefill";
-    if ((d.method = pick_method(d.be.prog, mname)) < 0) {
+    if (!mname) mname = kiln_program_find_method(d.prog, "prefill", &d.method) ? "0" : "prefill";
+    if ((d.method = pick_method(d.prog, mname)) < 0) {
         rc = KILN_EXIT_USAGE;
         goto out;
     }
-    d.be.method = d.rf.method = d.method;
-    d.g = &d.be.prog->mod.methods[d.method];
-    d.llm = detect_llm(&d);
+    d.g = &kiln_program_module(d.prog)->methods[d.method];
+    const kiln_llm *lm = kiln_debugger_llm(d.dbg);
+    if (lm && (d.method == kiln_llm_prefill_method(lm) || d.method == kiln_llm_decode_method(lm)))
+        d.llm = lm;
     if (!d.llm && (o.prompt || o.have_position || o.have_tokens)) {
         rc = kiln_cli_usage_error(CMD,
                                   "%s applies to a language model's prefill or decode; method "
@@ -1003,9 +794,6 @@ done_plan:
     if (rc) goto out;
     if (st) goto fail;
 
-    if ((st = kiln_session_create(d.be.prog, &d.be.sess)) ||
-        (st = kiln_session_create(d.rf.prog, &d.rf.sess)))
-        goto fail;
     if (o.against && (st = against_open(&d, tmpdir, sizeof tmpdir))) goto fail;
     if (o.dump) {
         if ((st = kiln_tensor_folder_create(o.dump, &d.dump))) goto fail;
@@ -1015,31 +803,10 @@ done_plan:
         st = kiln_error(KILN_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    /* the own-error buffers: the largest output, the method's scratch */
-    uint64_t own_bytes = 64;
-    for (int i = 0; i < d.g->n_nodes; i++) {
-        const kiln_value *v = &d.g->values[d.g->nodes[i].out];
-        uint64_t b = kiln_shape_bytes(v->dtype, v->ndim, v->ne);
-        if (b > own_bytes) own_bytes = b;
-    }
-    d.scratch_bytes = kiln_method_scratch_bytes(d.be.prog, d.method);
-    if (!(d.own_buf = kiln_aligned_alloc((size_t)own_bytes)) ||
-        !(d.scratch = kiln_aligned_alloc((size_t)(d.scratch_bytes ? d.scratch_bytes : 64)))) {
-        st = kiln_error(KILN_ERR_NOMEM, "out of memory for the own-error buffers");
-        goto fail;
-    }
 
     /* the header */
-    char used[256] = "";
-    const kiln_module *bm = &d.be.prog->mod;
-    for (int b = 0; b < bm->n_backends; b++) {
-        int any = 0;
-        for (int i = 0; i < d.g->n_nodes && !any; i++)
-            any = d.g->nodes[i].backend == b;
-        size_t l = strlen(used);
-        if (any && l < sizeof used)
-            snprintf(used + l, sizeof used - l, "%s%s", l ? "+" : "", bm->backends[b]);
-    }
+    char used[256];
+    kiln_program_backends_used(d.prog, d.method, used, sizeof used);
     if (d.llm) {
         char hist[200];
         int64_t from_prompt = d.n_prompt < d.position ? d.n_prompt : d.position;
@@ -1061,24 +828,14 @@ done_plan:
            o.backend ? "--backend" : "as compiled", o.reference, o.threshold);
     fflush(stdout);
 
-    side *sides[3] = {&d.fp, &d.be, &d.rf};
-    const char *labels[3] = {"f32 program", "backend", "reference"};
-    kiln_node_observer obs[3] = {observe_f32, observe_backend, observe_reference};
-    for (int k = 0; k < 3; k++) {
-        side *s = sides[k];
-        if (!s->sess) continue;
-        if (d.llm && d.position > 0 && (st = build_history(&d, s, labels[k]))) goto fail;
-        if ((st = set_inputs(&d, s))) goto fail;
-        kiln_session_set_observer(s->sess, obs[k], &d);
-        d.failed = KILN_OK;
-        st = kiln_session_execute(s->sess, s->method);
-        kiln_session_set_observer(s->sess, NULL, NULL);
-        if (d.failed) st = d.failed;
-        if (st) {
-            st = kiln_error_wrap(st, "%s", labels[k]);
-            goto fail;
-        }
-    }
+    /* the call on each side, after the history: the f32 program, the
+     * backend, the reference with each node's own error */
+    kiln_debug_hooks h = {KILN_DEBUG_RUN_BACKEND | KILN_DEBUG_RUN_REFERENCE | KILN_DEBUG_OWN |
+                              (d.against ? KILN_DEBUG_RUN_AGAINST : 0),
+                          on_node, NULL, &d};
+    if ((d.llm && d.position > 0 && (st = build_history(&d))) || (st = set_inputs(&d)) ||
+        (st = kiln_debugger_execute(d.dbg, d.method, &h)))
+        goto fail;
     if (d.dumping) {
         for (int i = 0; i < d.n_in && !st; i++) {
             kiln_npy_dtype t;
@@ -1096,14 +853,7 @@ done_plan:
 fail:
     rc = kiln_cli_fail(CMD, st);
 out:
-    for (int i = 0; d.rec && i < d.g->n_nodes; i++) {
-        free(d.rec[i].data);
-        free(d.rec[i].f32);
-    }
     free(d.rec);
-    free(d.fp_node);
-    kiln_aligned_free(d.own_buf);
-    kiln_aligned_free(d.scratch);
     kiln_tensor_folder_free(&d.dump);
     for (int i = 0; d.in_data && i < d.n_in; i++)
         free(d.in_data[i]);
@@ -1111,12 +861,7 @@ out:
     free(d.in_info);
     free(d.in_shape);
     free(d.prompt);
-    kiln_session_destroy(d.fp.sess);
-    kiln_session_destroy(d.be.sess);
-    kiln_session_destroy(d.rf.sess);
-    kiln_program_close(d.fp.prog);
-    kiln_program_close(d.be.prog);
-    kiln_program_close(d.rf.prog);
+    kiln_debugger_close(d.dbg);
     if (tmpdir[0]) {
         char path[1200];
         snprintf(path, sizeof path, "%s/f32.kiln", tmpdir);

@@ -2,7 +2,10 @@
  * written on its own backends and on ref (the same file opened with every
  * node on ref) and reports, per partition (a maximal run of consecutive nodes
  * of one method on one backend, as the trace derives them), how far the
- * backend is from ref and how much faster it is.
+ * backend is from ref and how much faster it is. The calls, each node's
+ * own error and time come from the debugging engine (devtools/debugger.h,
+ * which `kiln debug` reports on too); this file sums them per partition,
+ * logs one line each, and fails the compile or moves failing partitions.
  *
  * Accuracy is each node's OWN error: while the ref session runs, every node
  * of a checked partition is also run alone on its compiled backend, given
@@ -25,12 +28,9 @@
 #include <string.h>
 
 #include "compiler/check.h"
-#include "devtools/compare.h"
-#include "devtools/random.h"
-#include "runtime/runtime.h"
+#include "devtools/debugger.h"
+#include "runtime/introspect.h"
 
-#define CHECK_PREFILL 8      /* tokens of the sample prefill (at most the method's) */
-#define CHECK_DECODES 3      /* decode calls after it */
 #define CHECK_REPS 5         /* timed runs of the program as compiled */
 #define CHECK_BUDGET_MS 2000 /* ... unless they take longer than this */
 
@@ -48,182 +48,65 @@ typedef struct {
 
 typedef struct {
     const kiln_compile_options *o;
-    kiln_program *be, *rf; /* as compiled; every node on ref */
-    kiln_session *be_s, *rf_s;
-    const kiln_module *mod; /* be's module */
+    kiln_debugger *dbg;     /* the program as compiled and on ref */
+    const kiln_module *mod; /* the program's module */
     int *node_base;         /* per method: index of its node 0 in part_of */
     int *part_of;           /* per node of every method: its partition */
     part *parts;
     int n_parts;
-    double *be_ms; /* n_parts x CHECK_REPS */
-    /* own error */
-    void *own, *scratch;
-    uint64_t scratch_bytes;
-    kiln_tensor own_t; /* the own output's dtype and shape */
-    int own_ok;
-    double t0;
-    int calls[2]; /* this run's calls of prefill and decode */
-    /* the language model */
-    int pre, dec, pre_tok, pre_pos, pre_all, dec_tok, dec_pos;
-    int64_t vocab, n_tok, n_dec;
-    int32_t tokens[CHECK_PREFILL + CHECK_DECODES];
-    kiln_status failed; /* set by an observer that stopped a call */
-    char failed_msg[600];
+    double *be_ms;   /* n_parts x CHECK_REPS */
+    int pre;         /* the prefill method */
+    int calls[2];    /* this run's calls of prefill and decode */
     int done, total; /* progress */
 } checker;
 
-/* ---- comparing ---------------------------------------------------------------------------- */
-
-/* a against the reference r, n elements from `first`: cosine and relative
- * error; NaN when the shapes differ or a value is not finite (which fails
- * any threshold). */
-static void compare(const kiln_tensor *a, const void *a_data, const kiln_tensor *r,
-                    const void *r_data, uint64_t first, uint64_t n, double *cos, double *rel) {
-    *cos = *rel = NAN;
-    if (a->dtype != r->dtype || a->ndim != r->ndim ||
-        memcmp(a->ne, r->ne, (size_t)a->ndim * sizeof *a->ne))
-        return;
-    kiln_cmp c;
-    kiln_compare_values(a->dtype, a_data, r->dtype, r_data, first, n, &c);
-    *cos = c.cos;
-    *rel = c.rel;
-}
-
-/* ---- the observers ------------------------------------------------------------------------ */
+/* ---- the sample calls --------------------------------------------------------------------- */
 
 static part *part_at(checker *c, int method, int node) {
     return &c->parts[c->part_of[c->node_base[method] + node]];
 }
 
-/* Stops the call; its message is kept past the executor's own. */
-static int stop(checker *c, kiln_status st) {
-    c->failed = st;
-    snprintf(c->failed_msg, sizeof c->failed_msg, "%s", kiln_last_error());
-    return 1;
-}
-
-/* The program as compiled: time every node. */
-static int observe_backend(void *user, int method, int i, const kiln_tensor *const *in,
-                           const kiln_tensor *out, int phase) {
+/* Every node's time; on ref, a checked node's own error. */
+static kiln_status on_node(void *user, const kiln_debug_node *e) {
     checker *c = user;
-    (void)in, (void)out;
-    double now = kiln_now_ms();
-    if (phase == 0)
-        c->t0 = now;
-    else
-        part_at(c, method, i)->acc += now - c->t0;
-    return 0;
-}
-
-/* Ref: before a node of a checked partition, run it alone on its compiled
- * backend with ref's inputs; after it, time it and compare. */
-static int observe_reference(void *user, int method, int i, const kiln_tensor *const *in,
-                             const kiln_tensor *out, int phase) {
-    checker *c = user;
-    part *pt = part_at(c, method, i);
-    const kiln_node *n = &c->mod->methods[method].nodes[i];
-    int kv = n->op == KILN_OP_KV_STORE && out->ndim == 2;
-    if (phase == 1) {
-        pt->acc += kiln_now_ms() - c->t0;
-        if (!c->own_ok) return 0;
-        /* a kv_store: the rows it wrote (pos .. pos + T); else all of it */
-        uint64_t first = 0, count = kiln_shape_elems(out->ndim, out->ne);
-        if (kv) {
-            int64_t pos = *(const int32_t *)in[2]->data, T = in[1]->ne[0];
-            first = (uint64_t)pos * (uint64_t)out->ne[1];
-            count = (uint64_t)T * (uint64_t)out->ne[1];
-        }
-        double cos, rel;
-        compare(&c->own_t, c->own, out, out->data, first, count, &cos, &rel);
-        /* the lowest cosine; among equal ones the largest relative error */
-        if (pt->worst < 0 || (!isnan(pt->cos) &&
-                              (isnan(cos) || cos < pt->cos || (cos == pt->cos && rel > pt->rel)))) {
-            pt->worst = i;
-            pt->cos = cos;
-            pt->rel = rel;
-        }
-        return 0;
+    part *pt = part_at(c, e->method, e->index);
+    pt->acc += e->ms;
+    if (e->side != KILN_DEBUG_REFERENCE) return KILN_OK;
+    if (e->own_status)
+        return kiln_error(e->own_status, "node '%s' alone on its backend: %s", e->node->name,
+                          e->own_error);
+    if (!e->own.valid) return KILN_OK;
+    /* NaN when the shapes differ or a value is not finite (which fails any threshold) */
+    double cos = e->own.mismatch ? NAN : e->own.v.cos, rel = e->own.mismatch ? NAN : e->own.v.rel;
+    /* the lowest cosine; among equal ones the largest relative error */
+    if (pt->worst < 0 ||
+        (!isnan(pt->cos) && (isnan(cos) || cos < pt->cos || (cos == pt->cos && rel > pt->rel)))) {
+        pt->worst = e->index;
+        pt->cos = cos;
+        pt->rel = rel;
     }
-    c->own_ok = 0;
-    if (pt->checked && (kv || c->mod->methods[method].values[n->out].kind == KILN_VAL_ACT)) {
-        kiln_tensor o = *out; /* a kv_store writes into a copy of ref's cache there */
-        o.data = c->own;
-        kiln_status st = kiln_program_exec_node(c->be, method, i, in, &o, c->scratch, c->scratch_bytes);
-        if (st) return stop(c, kiln_error_wrap(st, "node '%s' alone on its backend", n->name));
-        c->own_t = o;
-        c->own_ok = 1;
-    }
-    c->t0 = kiln_now_ms();
-    return 0;
-}
-
-/* ---- the sample calls --------------------------------------------------------------------- */
-
-/* prefill (tokens [P], pos [1], all_logits [1]) and decode (tokens [1],
- * pos [1]), as src/models/llama.c builds them; the sample tokens. */
-static kiln_status find_llm(checker *c) {
-    const kiln_program *p = c->be;
-    int64_t ctx;
-    kiln_tensor_info t;
-    if (kiln_program_meta_int(p, "llm.vocab_size", &c->vocab) || c->vocab < 1 ||
-        kiln_program_meta_int(p, "llm.context_length", &ctx) || ctx < 1 ||
-        kiln_program_find_method(p, "prefill", &c->pre) ||
-        kiln_program_find_method(p, "decode", &c->dec) ||
-        (c->pre_tok = kiln_method_input_index(p, c->pre, "tokens")) < 0 ||
-        (c->pre_pos = kiln_method_input_index(p, c->pre, "pos")) < 0 ||
-        (c->pre_all = kiln_method_input_index(p, c->pre, "all_logits")) < 0 ||
-        (c->dec_tok = kiln_method_input_index(p, c->dec, "tokens")) < 0 ||
-        (c->dec_pos = kiln_method_input_index(p, c->dec, "pos")) < 0 ||
-        kiln_method_input_info(p, c->pre, c->pre_tok, &t) || t.ndim != 1 || t.shape[0] < 1)
-        return kiln_error(KILN_ERR_UNSUPPORTED,
-                          "check: the program has no prefill and decode methods to run");
-    c->n_tok = t.shape[0] < CHECK_PREFILL ? t.shape[0] : CHECK_PREFILL;
-    if (c->n_tok > ctx) c->n_tok = ctx;
-    c->n_dec = ctx - c->n_tok < CHECK_DECODES ? ctx - c->n_tok : CHECK_DECODES;
-    for (int64_t q = 0; q < c->n_tok + c->n_dec; q++)
-        c->tokens[q] = kiln_token_at(0x6b696c6eULL, q, c->vocab);
     return KILN_OK;
 }
 
-static kiln_status progress(checker *c) {
-    c->done++;
+static kiln_status on_call(void *user, kiln_debug_side side, int method) {
+    checker *c = user;
     const kiln_compile_options *o = c->o;
+    c->calls[method == c->pre ? 0 : 1]++;
+    c->done++;
     if (o->progress &&
         o->progress(o->progress_user, "check", (uint64_t)c->done, (uint64_t)c->total))
         return kiln_error(KILN_ERR_CANCELLED, "check: cancelled");
     return KILN_OK;
 }
 
-static kiln_status execute(checker *c, kiln_session *s, int method, int which) {
-    c->failed = KILN_OK;
-    kiln_status st = kiln_session_execute(s, method);
-    if (c->failed) /* an observer's own error, not the stop it caused */
-        return kiln_error(c->failed, "%s", c->failed_msg);
-    if (st) return st;
-    c->calls[which]++;
-    return progress(c);
-}
-
-/* The sample calls on one session, from an empty cache: a prefill of n_tok
- * tokens at position 0, then n_dec decodes after them. */
-static kiln_status run_calls(checker *c, kiln_session *s) {
-    int64_t one = 1;
-    int32_t pos = 0, all = 0;
-    kiln_status st = kiln_session_reset(s);
+/* The sample calls on one side, from an empty cache: on ref with each
+ * checked node's own error, on the program as compiled timed only. */
+static kiln_status run_calls(checker *c, unsigned run) {
+    kiln_debug_hooks h = {run, on_node, on_call, c};
     c->calls[0] = c->calls[1] = 0;
     for (int k = 0; k < c->n_parts; k++)
         c->parts[k].acc = 0;
-    if (!st) st = kiln_session_set_input(s, c->pre, c->pre_tok, c->tokens, KILN_I32, 1, &c->n_tok);
-    if (!st) st = kiln_session_set_input(s, c->pre, c->pre_pos, &pos, KILN_I32, 1, &one);
-    if (!st) st = kiln_session_set_input(s, c->pre, c->pre_all, &all, KILN_I32, 1, &one);
-    if (!st) st = execute(c, s, c->pre, 0);
-    for (int64_t k = 0; k < c->n_dec && !st; k++) {
-        pos = (int32_t)(c->n_tok + k);
-        st = kiln_session_set_input(s, c->dec, c->dec_tok, &c->tokens[pos], KILN_I32, 1, &one);
-        if (!st) st = kiln_session_set_input(s, c->dec, c->dec_pos, &pos, KILN_I32, 1, &one);
-        if (!st) st = execute(c, s, c->dec, 1);
-    }
-    return st;
+    return kiln_debugger_run_samples(c->dbg, &h);
 }
 
 /* The time per call of the run just made. */
@@ -268,29 +151,6 @@ static kiln_status find_parts(checker *c) {
         return kiln_error(KILN_ERR_NOMEM, "out of memory");
     for (int k = 0; k < c->n_parts; k++)
         c->parts[k].be_ms = &c->be_ms[(size_t)k * CHECK_REPS];
-    return KILN_OK;
-}
-
-/* The own-error buffers: the largest activation or state, and the largest
- * node scratch. */
-static kiln_status alloc_own(checker *c) {
-    const kiln_module *m = c->mod;
-    uint64_t own = 1;
-    for (int s = 0; s < m->n_states; s++)
-        if (m->states[s].nbytes > own) own = m->states[s].nbytes;
-    for (int k = 0; k < m->n_methods; k++) {
-        const kiln_graph *g = &m->methods[k];
-        for (int v = 0; v < g->n_values; v++) {
-            uint64_t b = kiln_shape_bytes(g->values[v].dtype, g->values[v].ndim, g->values[v].ne);
-            if (g->values[v].kind == KILN_VAL_ACT && b > own) own = b;
-        }
-        uint64_t s = kiln_method_scratch_bytes(c->be, k);
-        if (s > c->scratch_bytes) c->scratch_bytes = s;
-    }
-    if (own > SIZE_MAX || c->scratch_bytes >= SIZE_MAX ||
-        !(c->own = kiln_aligned_alloc((size_t)own)) ||
-        !(c->scratch = kiln_aligned_alloc((size_t)c->scratch_bytes + 1)))
-        return kiln_error(KILN_ERR_NOMEM, "out of memory for the check's buffers");
     return KILN_OK;
 }
 
@@ -341,44 +201,42 @@ static void report(const checker *c, const part *p, int reps, int fallback) {
 static kiln_status run_check(checker *c, const char *path, kiln_module *m, int *moved) {
     const kiln_compile_options *o = c->o;
     double threshold = o->check_threshold > 0 ? o->check_threshold : KILN_CHECK_DEFAULT_COS;
-    kiln_open_options ref_opt;
-    memset(&ref_opt, 0, sizeof ref_opt);
-    ref_opt.backend = "ref";
-    kiln_status st;
-    if ((st = kiln_program_open_with(path, NULL, &c->be)) ||
-        (st = kiln_program_open_with(path, &ref_opt, &c->rf)))
-        return kiln_error_wrap(st, "check: opening the program");
-    c->mod = &c->be->mod;
+    kiln_debugger_options dopt;
+    memset(&dopt, 0, sizeof dopt);
+    dopt.label[KILN_DEBUG_BACKEND] = "on the program";
+    dopt.label[KILN_DEBUG_REFERENCE] = "on ref";
+    kiln_status st = kiln_debugger_open(path, &dopt, &c->dbg);
+    if (st) return kiln_error_wrap(st, "check: opening the program");
+    c->mod = kiln_program_module(kiln_debugger_program(c->dbg, KILN_DEBUG_BACKEND));
     if (c->mod->n_methods != m->n_methods) /* the same module, read back */
         return kiln_error(KILN_ERR_FORMAT, "check: the program read back has other methods");
     for (int k = 0; k < m->n_methods; k++)
         if (c->mod->methods[k].n_nodes != m->methods[k].n_nodes)
             return kiln_error(KILN_ERR_FORMAT, "check: the program read back has other nodes");
-    if ((st = find_llm(c)) || (st = find_parts(c)) || (st = alloc_own(c)) ||
-        (st = kiln_session_create(c->be, &c->be_s)) || (st = kiln_session_create(c->rf, &c->rf_s)))
-        return st;
-    int per_run = (int)(1 + c->n_dec);
-    c->total = per_run * (2 + CHECK_REPS);
+    int n_pre, n_dec;
+    if ((st = kiln_debugger_samples(c->dbg, &n_pre, &n_dec))) return kiln_error_wrap(st, "check");
+    if ((st = find_parts(c))) return st;
+    c->pre = kiln_llm_prefill_method(kiln_debugger_llm(c->dbg));
+    c->total = (1 + n_dec) * (2 + CHECK_REPS);
     char line[512];
     snprintf(line, sizeof line,
-             "check: a prefill of %lld random tokens at position 0, then %lld decodes, on the "
+             "check: a prefill of %d random tokens at position 0, then %d decodes, on the "
              "program and on ref; a partition passes when each node's own output has cosine >= "
              "%g against ref",
-             (long long)c->n_tok, (long long)c->n_dec, threshold);
+             n_pre, n_dec, threshold);
     log_line(o, line);
 
     /* ref: accuracy, and its times */
-    kiln_session_set_observer(c->rf_s, observe_reference, c);
-    if ((st = run_calls(c, c->rf_s))) return kiln_error_wrap(st, "check: on ref");
+    if ((st = run_calls(c, KILN_DEBUG_RUN_REFERENCE | KILN_DEBUG_OWN | KILN_DEBUG_OWN_OFF_REF)))
+        return kiln_error_wrap(st, "check");
     for (int k = 0; k < c->n_parts; k++)
         c->parts[k].ref_ms = per_call(c, &c->parts[k]);
     /* the program as compiled: a warm-up, then timed runs */
-    kiln_session_set_observer(c->be_s, observe_backend, c);
     int reps = 0;
     double spent = 0;
     for (int r = -1; r < CHECK_REPS && (r < 1 || spent < CHECK_BUDGET_MS); r++) {
         double t0 = kiln_now_ms();
-        if ((st = run_calls(c, c->be_s))) return kiln_error_wrap(st, "check: on the program");
+        if ((st = run_calls(c, KILN_DEBUG_RUN_BACKEND))) return kiln_error_wrap(st, "check");
         if (r < 0) continue;
         spent += kiln_now_ms() - t0;
         for (int k = 0; k < c->n_parts; k++)
@@ -440,12 +298,7 @@ kiln_status kiln_check_partitions(const char *path, kiln_module *m, const kiln_c
     c.o = o;
     *moved = 0;
     kiln_status st = run_check(&c, path, m, moved);
-    kiln_session_destroy(c.be_s);
-    kiln_session_destroy(c.rf_s);
-    kiln_program_close(c.be);
-    kiln_program_close(c.rf);
-    kiln_aligned_free(c.own);
-    kiln_aligned_free(c.scratch);
+    kiln_debugger_close(c.dbg);
     kiln_free(c.be_ms);
     kiln_free(c.parts);
     kiln_free(c.part_of);

@@ -1,6 +1,6 @@
 /* compare.h: how close one tensor's values are to a reference's, as the
- * debugger (tools/cmd_debug.c) and the compiler's partition check
- * (src/compiler/check.c) report it. Internal. */
+ * debugging engine (debugger.h) reports it to `kiln debug` and the
+ * compiler's partition check. Internal. */
 #ifndef KILN_COMPARE_H
 #define KILN_COMPARE_H
 

@@ -11,7 +11,13 @@
  *     `kiln info` and `kiln bench`, which print what a program holds:
  *     constants, states, nodes, backends;
  *   - the developer aids of src/devtools: machine peaks, tensor folders,
- *     tensor comparison, the seeded random tokens of run/debug/check.
+ *     tensor comparison, the seeded random tokens of run/debug/check;
+ *   - the debugging engine (debugger.h), so that `kiln debug` runs the
+ *     program on two backends in lockstep and reads per node errors without
+ *     the executor's hooks (the node observer, kiln_program_exec_node),
+ *     which stay behind it in runtime.h; with it the registry's lookup
+ *     (kiln_backend_find, the backend opaque), so that a backend's name is
+ *     checked before anything opens.
  * The runtime's own objects (runtime.h: the program and session structs,
  * the executor's hooks) stay out of the tools' reach. */
 #ifndef KILN_DEVTOOLS_H
@@ -20,6 +26,7 @@
 #include "base/base.h"
 #include "base/json.h"
 #include "devtools/compare.h"
+#include "devtools/debugger.h"
 #include "devtools/machine.h"
 #include "devtools/random.h"
 #include "devtools/tensors.h"

@@ -4,6 +4,7 @@
 #define KILN_RUNTIME_INTROSPECT_H
 
 #include "ir/graph.h"
+#include "ir/ops.h"
 #include "kiln/kiln.h"
 
 /* The module a program was read into (borrowed, lives as long as the

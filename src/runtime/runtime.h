@@ -6,11 +6,11 @@
 #include "format/format.h"
 #include "runtime/introspect.h"
 
-/* Called by the executor around every node of an execute (the debugger's
- * hook): phase 0 before the node runs (its inputs are ready, out's shape is
- * set, its data not yet written), phase 1 after. in/out are the session's
- * own tensors, valid during the call only. A nonzero return stops the call
- * with KILN_ERR_CANCELLED. */
+/* Called by the executor around every node of an execute (the hook of the
+ * debugging engine, devtools/debugger.c): phase 0 before the node runs (its
+ * inputs are ready, out's shape is set, its data not yet written), phase 1
+ * after. in/out are the session's own tensors, valid during the call only.
+ * A nonzero return stops the call with KILN_ERR_CANCELLED. */
 typedef int (*kiln_node_observer)(void *user, int method, int node, const kiln_tensor *const *in,
                                   const kiln_tensor *out, int phase);
 
@@ -58,7 +58,7 @@ void kiln_session_set_observer(kiln_session *s, kiln_node_observer fn, void *use
 /* Runs node `node` of `method` alone on the backend the program gave it,
  * on the caller's tensors (out's shape computed here; out->data must hold
  * it) with the caller's scratch (at least kiln_method_scratch_bytes). For
- * the debugger and the partition check: a node given exactly the
+ * the debugging engine (devtools/debugger.c): a node given exactly the
  * reference's inputs. The caller's state is never written: a kv_store,
  * which writes its cache in place, is given a copy of the cache in
  * out->data and writes there. */
