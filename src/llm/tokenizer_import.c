@@ -797,104 +797,18 @@ kiln_status kiln_tokenizer_build_for_module(kiln_module *m, char *note, size_t c
     return KILN_OK;
 }
 
-/* Copies the tokenizer.* metadata of a GGUF file into m (as the importer stores it). */
+/* Copies the tokenizer.* metadata of a GGUF file into m, as the importer
+ * stores it; an array of more than 2^25 elements is refused before any
+ * allocation (no tokenizer has one). */
 static kiln_status gguf_tokenizer_meta(const kiln_gguf *g, const char *path, kiln_module *m) {
     kiln_status st = KILN_OK;
     for (uint64_t k = 0; k < g->n_kv && !st; k++) {
         const kiln_gguf_kv *kv = &g->kv[k];
         if (strncmp(kv->key, "tokenizer.", 10)) continue;
-        if (kv->type == KILN_GGUF_STRING) {
-            const char *s;
-            uint64_t n;
-            if ((st = kiln_gguf_get_str(g, path, kv->key, 1, &s, &n))) break;
-            char *c = kiln_strndup(s, (size_t)n);
-            st = c ? kiln_meta_set_str(m, kv->key, c) : kiln_error(KILN_ERR_NOMEM, "out of memory");
-            kiln_free(c);
-        } else if (kv->type == KILN_GGUF_F32 || kv->type == KILN_GGUF_F64) {
-            double f;
-            if (!(st = kiln_gguf_get_float(g, path, kv->key, 1, &f)))
-                st = kiln_meta_set_float(m, kv->key, f);
-        } else if (kv->type != KILN_GGUF_ARRAY) {
-            int64_t i;
-            if (!(st = kiln_gguf_get_int(g, path, kv->key, 1, &i)))
-                st = kiln_meta_set_int(m, kv->key, i);
-        } else if (kv->n > MAX_VOCAB * 8ull) {
-            st = kiln_error(KILN_ERR_FORMAT, "'%s': metadata array '%s' has %llu elements",
-                            kiln_basename(path), kv->key, (unsigned long long)kv->n);
-        } else if (kv->elem_type == KILN_GGUF_STRING) {
-            char **sa = kiln_calloc((size_t)kv->n + 1, sizeof *sa);
-            const uint8_t *p = kv->raw;
-            if (!sa) return kiln_error(KILN_ERR_NOMEM, "out of memory");
-            for (uint64_t i = 0; i < kv->n; i++) {
-                uint64_t n;
-                memcpy(&n, p, 8);
-                if (!(sa[i] = kiln_strndup((const char *)p + 8, (size_t)n))) {
-                    for (uint64_t j = 0; j < i; j++)
-                        kiln_free(sa[j]);
-                    kiln_free(sa);
-                    return kiln_error(KILN_ERR_NOMEM, "out of memory");
-                }
-                p += 8 + n;
-            }
-            st = kiln_meta_set_str_array_owned(m, kv->key, sa, (uint32_t)kv->n);
-        } else if (kv->elem_type == KILN_GGUF_F32 || kv->elem_type == KILN_GGUF_F64) {
-            double *fa = kiln_malloc(sizeof(double) * ((size_t)kv->n + 1));
-            if (!fa) return kiln_error(KILN_ERR_NOMEM, "out of memory");
-            for (uint64_t i = 0; i < kv->n; i++) {
-                if (kv->elem_type == KILN_GGUF_F32) {
-                    float f;
-                    memcpy(&f, kv->raw + 4 * i, 4);
-                    fa[i] = f;
-                } else {
-                    memcpy(&fa[i], kv->raw + 8 * i, 8);
-                }
-            }
-            st = kiln_meta_set_float_array_owned(m, kv->key, fa, (uint32_t)kv->n);
-        } else {
-            int64_t *ia = kiln_malloc(sizeof(int64_t) * ((size_t)kv->n + 1));
-            if (!ia) return kiln_error(KILN_ERR_NOMEM, "out of memory");
-            uint64_t es = kv->n ? kv->raw_len / kv->n : 0;
-            for (uint64_t i = 0; i < kv->n; i++) {
-                const uint8_t *q = kv->raw + es * i;
-                switch (kv->elem_type) {
-                case KILN_GGUF_U8:
-                case KILN_GGUF_BOOL:
-                    ia[i] = q[0];
-                    break;
-                case KILN_GGUF_I8:
-                    ia[i] = (int8_t)q[0];
-                    break;
-                case KILN_GGUF_U16: {
-                    uint16_t v;
-                    memcpy(&v, q, 2);
-                    ia[i] = v;
-                    break;
-                }
-                case KILN_GGUF_I16: {
-                    int16_t v;
-                    memcpy(&v, q, 2);
-                    ia[i] = v;
-                    break;
-                }
-                case KILN_GGUF_U32: {
-                    uint32_t v;
-                    memcpy(&v, q, 4);
-                    ia[i] = v;
-                    break;
-                }
-                case KILN_GGUF_I32: {
-                    int32_t v;
-                    memcpy(&v, q, 4);
-                    ia[i] = v;
-                    break;
-                }
-                default:
-                    memcpy(&ia[i], q, 8);
-                    break;
-                }
-            }
-            st = kiln_meta_set_int_array_owned(m, kv->key, ia, (uint32_t)kv->n);
-        }
+        if (kv->type == KILN_GGUF_ARRAY && kv->n > MAX_VOCAB * 8ull)
+            return kiln_error(KILN_ERR_FORMAT, "'%s': metadata array '%s' has %llu elements",
+                              kiln_basename(path), kv->key, (unsigned long long)kv->n);
+        st = kiln_gguf_store_meta(m, g, path, kv);
     }
     return st;
 }
