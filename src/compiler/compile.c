@@ -8,7 +8,6 @@
 #include "backends/backend.h"
 #include "import/import.h"
 #include "kiln/kiln_compile.h"
-#include "llm/tokenizer.h"
 #include "compiler/check.h"
 #include "format/format.h"
 #include "quant/quant.h"

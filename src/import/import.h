@@ -32,4 +32,13 @@ kiln_status kiln_llama2c_import_file(kiln_import *imp, const char *path, const c
 kiln_status kiln_gguf_import(kiln_import *imp, const char *path, kiln_module *m);
 kiln_status kiln_hf_import(kiln_import *imp, const char *dir, kiln_module *m);
 
+/* Builds the tokenizer of a module from its metadata (GGUF tokenizer.ggml.*,
+ * or hf.tokenizer_json + hf.tokenizer_config_json) when m->tokenizer is
+ * empty, and stores its program-section form there (tokenizer.c). A module
+ * without such metadata is left as it is. When the metadata describes a
+ * tokenizer Kiln cannot run, the module is left without one and `note` (cap
+ * bytes) says why; otherwise note is "". Fails only on damaged metadata or
+ * memory. */
+kiln_status kiln_tokenizer_build_for_module(kiln_module *m, char *note, size_t cap);
+
 #endif

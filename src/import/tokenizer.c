@@ -1,20 +1,21 @@
-/* tokenizer_import.c: building a KILN_TOK_TABLES tokenizer from what
+/* tokenizer.c (import): building a KILN_TOK_TABLES tokenizer from what
  * checkpoints bring: GGUF metadata (tokenizer.ggml.model gpt2 or llama,
  * .tokens, .token_type, .scores, .merges, .pre, special ids, add_bos_token,
  * add_space_prefix) or a Hugging Face tokenizer.json (+ tokenizer_config.json).
  * Also kiln_tokenizer_load, which tells these files from a llama2.c
- * tokenizer.bin. This is compile-time code: the program stores the tables,
- * and the runtime never reads JSON. */
+ * tokenizer.bin. This is compile-time code: the program stores the tables
+ * (src/llm/tokenizer.c), and the runtime never reads JSON. */
 #include <stdio.h>
 #include <string.h>
 
 #include "base/json.h"
 #include "import/gguf.h"
+#include "import/import.h"
 #include "llm/tokenizer.h"
 #include "llm/unicode.h"
 
-#define MAX_VOCAB (1 << 22)
-#define MAX_PIECE 65536
+#define MAX_VOCAB KILN_TOK_MAX_VOCAB
+#define MAX_PIECE KILN_TOK_MAX_PIECE
 
 /* The pre-tokenizer regexes of the models Kiln knows, as Hugging Face
  * `tokenizers` writes them. */
