@@ -251,6 +251,7 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
     int wrote = 0;
     kiln_status st = kiln_import_open(o->input, o->tokenizer, &imp, &m);
     if (st) goto done;
+    if (imp.tokenizer_note[0] && o->log) o->log(o->log_user, imp.tokenizer_note);
     kiln_llama_config cfg = imp.cfg;
     cfg.kv_dtype = kv_dtype;
     int max_seq = o->max_seq ? o->max_seq : (cfg.n_ctx_train < MAX_SEQ_CAP ? cfg.n_ctx_train : MAX_SEQ_CAP);
@@ -261,10 +262,6 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
     }
     if (prefill > max_seq) prefill = max_seq; /* a prefill longer than the context is never usable */
     if ((st = kiln_meta_set_str(&m, "general.source", kiln_basename(o->input)))) goto done;
-    /* GGUF / Hugging Face: the tokenizer tables from the metadata as imported. */
-    char tok_note[1024];
-    if ((st = kiln_tokenizer_build_for_module(&m, tok_note, sizeof tok_note))) goto done;
-    if (tok_note[0] && o->log) o->log(o->log_user, tok_note);
     if ((st = kiln_llama_build(&m, &cfg, prefill, max_seq))) goto done;
     if ((st = kiln_module_prune_consts(&m))) goto done; /* weights no method reads */
     if ((st = quantize(&m, o))) goto done;

@@ -1,9 +1,10 @@
-/* tokenizer.c (import): building a KILN_TOK_TABLES tokenizer from what
- * checkpoints bring: GGUF metadata (tokenizer.ggml.model gpt2 or llama,
+/* tokenizer.c (import): the one tokenizer builder. A llama2.c tokenizer.bin
+ * (read by llama2c.c), GGUF metadata (tokenizer.ggml.model gpt2 or llama,
  * .tokens, .token_type, .scores, .merges, .pre, special ids, add_bos_token,
- * add_space_prefix) or a Hugging Face tokenizer.json (+ tokenizer_config.json).
- * Also kiln_tokenizer_load, which tells these files from a llama2.c
- * tokenizer.bin. This is compile-time code: the program stores the tables
+ * add_space_prefix) or a Hugging Face tokenizer.json (+ tokenizer_config.json)
+ * becomes a kiln_tokenizer here; kiln_import_tokenizer stores it in the module
+ * being compiled, kiln_tokenizer_load (which tells these files apart) hands
+ * it to its caller. This is compile-time code: the program stores the tables
  * (src/llm/tokenizer.c), and the runtime never reads JSON. */
 #include <stdio.h>
 #include <string.h>
@@ -759,30 +760,45 @@ done:
     return st;
 }
 
-/* ---- entry points -------------------------------------------------------------------- */
+/* ---- the builder ---------------------------------------------------------------------- */
 
-/* The tokenizer a module's metadata describes; *out NULL when it has none. */
-static kiln_status from_module(const kiln_module *m, const char *what, kiln_tokenizer **out) {
+/* What a tokenizer is built from: one of a llama2.c tokenizer.bin, a
+ * tokenizer.json text, or a module's metadata. */
+typedef struct {
+    const char *what; /* names the source in messages (the tokenizer.bin names itself) */
+    const char *bin;  /* tokenizer.bin, of n_vocab pieces (0: every record it holds) */
+    int n_vocab;
+    const char *json, *config; /* tokenizer.json; tokenizer_config.json or NULL */
+    size_t json_len, config_len;
+    const kiln_module *meta; /* hf.tokenizer_json (+ hf.tokenizer_config_json), or GGUF
+                                tokenizer.ggml.* as kiln_gguf_store_meta keeps them */
+} source;
+
+/* The one builder: every tokenizer Kiln makes from a file comes from here.
+ * *out is NULL (and the status OK) when the metadata describes none. */
+static kiln_status build(const source *s, kiln_tokenizer **out) {
     *out = NULL;
-    const kiln_meta *tj = kiln_meta_find(m, "hf.tokenizer_json"),
-                    *tc = kiln_meta_find(m, "hf.tokenizer_config_json");
+    if (s->bin) return kiln_tokenizer_load_llama2c(s->bin, s->n_vocab, out);
+    if (s->json) return from_json(s->json, s->json_len, s->config, s->config_len, s->what, out);
+    const kiln_meta *tj = kiln_meta_find(s->meta, "hf.tokenizer_json"),
+                    *tc = kiln_meta_find(s->meta, "hf.tokenizer_config_json");
     if (tj && tj->type == KILN_META_STR)
         return from_json(tj->s, strlen(tj->s), tc && tc->type == KILN_META_STR ? tc->s : NULL,
-                         tc && tc->type == KILN_META_STR ? strlen(tc->s) : 0, what, out);
-    return from_gguf_meta(m, what, out);
+                         tc && tc->type == KILN_META_STR ? strlen(tc->s) : 0, s->what, out);
+    return from_gguf_meta(s->meta, s->what, out);
 }
 
-kiln_status kiln_tokenizer_build_for_module(kiln_module *m, char *note, size_t cap) {
-    if (cap) note[0] = 0;
-    if (m->tokenizer_len) return KILN_OK;
-    const kiln_meta *src = kiln_meta_find(m, "general.source");
+kiln_status kiln_import_tokenizer(kiln_import *imp, const char *path, const char *tokenizer_bin,
+                                  kiln_module *m) {
+    imp->tokenizer_note[0] = 0;
     char what[600];
-    snprintf(what, sizeof what, "'%s'",
-             src && src->type == KILN_META_STR ? src->s : "the checkpoint");
+    snprintf(what, sizeof what, "'%s'", kiln_basename(path));
+    source src = {.what = what, .bin = tokenizer_bin, .n_vocab = imp->cfg.n_vocab, .meta = m};
     kiln_tokenizer *t;
-    kiln_status st = from_module(m, what, &t);
-    if (st == KILN_ERR_UNSUPPORTED) {
-        if (cap) snprintf(note, cap, "no tokenizer stored: %s", kiln_last_error());
+    kiln_status st = build(&src, &t);
+    if (st == KILN_ERR_UNSUPPORTED && !tokenizer_bin) {
+        snprintf(imp->tokenizer_note, sizeof imp->tokenizer_note, "no tokenizer stored: %s",
+                 kiln_last_error());
         return KILN_OK;
     }
     if (st || !t) return st;
@@ -795,7 +811,7 @@ kiln_status kiln_tokenizer_build_for_module(kiln_module *m, char *note, size_t c
     }
     m->tokenizer = b.data;
     m->tokenizer_len = b.len;
-    return KILN_OK;
+    return tokenizer_bin ? kiln_meta_set_str(m, "tokenizer.model", "llama2c") : KILN_OK;
 }
 
 /* Copies the tokenizer.* metadata of a GGUF file into m, as the importer
@@ -830,18 +846,21 @@ kiln_status kiln_tokenizer_load(const char *path, kiln_tokenizer **out) {
     if (st) return st;
     char what[600];
     snprintf(what, sizeof what, "'%s'", kiln_basename(path));
+    source src = {.what = what};
     size_t i = 0;
     while (i < map.size && (map.data[i] == ' ' || map.data[i] == '\n' || map.data[i] == '\r' ||
                             map.data[i] == '\t'))
         i++;
     if (map.size >= 4 && memcmp(map.data, "GGUF", 4) == 0) {
+        /* The tokenizer.* metadata, kept as the importer keeps it. */
         kiln_gguf g;
         kiln_module m;
         memset(&m, 0, sizeof m);
         st = kiln_gguf_parse(map.data, map.size, path, &g);
         if (st) kiln_gguf_free(&g); /* the parse leaves what it read for the caller to free */
         if (!st) {
-            if (!(st = gguf_tokenizer_meta(&g, path, &m))) st = from_gguf_meta(&m, what, out);
+            src.meta = &m;
+            if (!(st = gguf_tokenizer_meta(&g, path, &m))) st = build(&src, out);
             if (!st && !*out)
                 st = kiln_error(KILN_ERR_FORMAT, "%s: a GGUF file without tokenizer.ggml.model",
                                 what);
@@ -860,14 +879,18 @@ kiln_status kiln_tokenizer_load(const char *path, kiln_tokenizer **out) {
         int have_cfg = f != NULL;
         if (f) fclose(f);
         if (have_cfg && (st = kiln_file_map_open(cfg_path, &cfg))) have_cfg = 0;
-        if (!st)
-            st = from_json((const char *)map.data, map.size,
-                           have_cfg ? (const char *)cfg.data : NULL, have_cfg ? cfg.size : 0, what,
-                           out);
+        if (!st) {
+            src.json = (const char *)map.data;
+            src.json_len = map.size;
+            src.config = have_cfg ? (const char *)cfg.data : NULL;
+            src.config_len = have_cfg ? cfg.size : 0;
+            st = build(&src, out);
+        }
         if (have_cfg) kiln_file_map_close(&cfg);
     } else {
         kiln_file_map_close(&map);
-        return kiln_tokenizer_load_llama2c(path, 0, out);
+        src.bin = path; /* a llama2.c tokenizer.bin: every record it holds */
+        return build(&src, out);
     }
     kiln_file_map_close(&map);
     return st;
