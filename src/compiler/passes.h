@@ -18,6 +18,11 @@ static inline int kiln_node_weight_slot(const kiln_node *n) {
                                                                   : -1;
 }
 
+/* prune.c. Reads every method's values; drops the constants no method
+ * reads (freeing what they own) and renumbers the graphs' references to
+ * the rest, which keep their order. Errors: KILN_ERR_NOMEM. */
+kiln_status kiln_module_prune_consts(kiln_module *m);
+
 /* quantize.c. Reads o->quant ("keep" or NULL: nothing to do; f32, f16,
  * q8_0, q4_0), o->quant_fallback and o->log. Converts every 2-dim constant
  * that some node reads as its weight (kiln_node_weight_slot) to that dtype

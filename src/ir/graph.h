@@ -138,8 +138,6 @@ int kiln_module_add_const(kiln_module *m, const char *name, kiln_dtype dtype, in
 /* Same, taking ownership of `data` (from kiln_malloc), also on failure. */
 int kiln_module_add_const_owned(kiln_module *m, const char *name, kiln_dtype dtype, int ndim,
                                 const int64_t *ne, void *data);
-/* Drops constants no method uses (and renumbers the references). */
-kiln_status kiln_module_prune_consts(kiln_module *m);
 int kiln_module_add_state(kiln_module *m, const char *name, kiln_dtype dtype, int ndim,
                           const int64_t *ne);
 int kiln_module_find_const(const kiln_module *m, const char *name);
