@@ -54,4 +54,13 @@ kiln_status kiln_module_partition(kiln_module *m, const char *spec);
  * wrapped with the tensor's name. */
 kiln_status kiln_module_pack(kiln_module *m, const kiln_compile_options *o);
 
+/* plan.c. Reads one method's values, nodes and their scratch rules
+ * (src/ir/liveness.h, which the verifier checks the plan against). Gives
+ * every activation an arena offset by liveness (largest first, each at the
+ * lowest 64-aligned offset clear of every placed value alive at the same
+ * time), and sets the method's scratch_offset (the end of the values) and
+ * arena_bytes (plus the most scratch any node needs). `m` is unused.
+ * Errors: KILN_ERR_NOMEM naming the method. */
+kiln_status kiln_graph_plan(kiln_graph *g, const kiln_module *m);
+
 #endif

@@ -171,9 +171,4 @@ const char *kiln_shape_str(int ndim, const int64_t *ne, char *buf, size_t cap);
  * check arena offsets (after planning). */
 kiln_status kiln_module_verify(const kiln_module *m, int with_plan);
 
-/* ---- memory planning (plan.c) -------------------------------------------- */
-/* Assigns arena offsets to every activation of a graph by liveness,
- * and reserves node scratch. */
-kiln_status kiln_graph_plan(kiln_graph *g, const kiln_module *m);
-
 #endif /* KILN_GRAPH_H */
