@@ -111,6 +111,20 @@ void kt_gguf_f32s(kt_gguf *g, const char *k, const float *v, int n) {
     put(g, k, 9, &b);
 }
 
+void kt_gguf_scalar(kt_gguf *g, const char *k, uint32_t type, const void *v, size_t size) {
+    kiln_wbuf b = {0};
+    kiln_wbuf_bytes(&b, v, size);
+    put(g, k, type, &b);
+}
+void kt_gguf_array(kt_gguf *g, const char *k, uint32_t elem_type, const void *v, size_t elem_size,
+                   int n) {
+    kiln_wbuf b = {0};
+    kiln_wbuf_u32(&b, elem_type);
+    kiln_wbuf_u64(&b, (uint64_t)n);
+    kiln_wbuf_bytes(&b, v, elem_size * (size_t)n);
+    put(g, k, 9, &b);
+}
+
 void kt_gguf_tensor(kt_gguf *g, const char *name, uint32_t type, int ndim, const int64_t *ne,
                     const void *data, size_t nbytes) {
     g->t = realloc(g->t, sizeof(kt_gguf_tensor_t) * (size_t)(g->n_t + 1));

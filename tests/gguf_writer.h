@@ -44,6 +44,11 @@ void kt_gguf_str(kt_gguf *g, const char *key, const char *v);
 void kt_gguf_strs(kt_gguf *g, const char *key, const char *const *v, int n);
 void kt_gguf_i32s(kt_gguf *g, const char *key, const int32_t *v, int n);
 void kt_gguf_f32s(kt_gguf *g, const char *key, const float *v, int n);
+/* A value of any scalar type (`size` bytes at v), or an array of n elements
+ * of elem_type, elem_size bytes each (GGUF value type numbers). */
+void kt_gguf_scalar(kt_gguf *g, const char *key, uint32_t type, const void *v, size_t size);
+void kt_gguf_array(kt_gguf *g, const char *key, uint32_t elem_type, const void *v, size_t elem_size,
+                   int n);
 /* Adds a tensor; ne in GGML order (ne[0] contiguous); data is copied. */
 void kt_gguf_tensor(kt_gguf *g, const char *name, uint32_t ggml_type, int ndim, const int64_t *ne,
                     const void *data, size_t nbytes);

@@ -8,6 +8,7 @@
 #include "harness.h"
 #include "kiln/kiln.h"
 #include "kiln/kiln_compile.h"
+#include "runtime/runtime.h"
 
 static const kt_l2c_config CFG = {64, 96, 2, 4, 2, 320, 64, 0, 31};
 
@@ -221,4 +222,95 @@ TEST(damaged_and_unsupported_ggufs) {
     printf("  %d damaged GGUF files rejected\n", n);
 }
 
-TEST_MAIN(f32_gguf_equals_llama2c_import, quantized_gguf_close_to_oracle, damaged_and_unsupported_ggufs)
+/* Every metadata key is copied as found (kiln_gguf_store_meta, which
+ * kiln_tokenizer_load shares for the tokenizer.* keys): each scalar and
+ * array element type. A key the program cannot hold (KILN_NAME_MAX) is
+ * refused naming it. */
+TEST(metadata_kept_as_found) {
+    size_t len, glen;
+    uint8_t *l2c = kt_llama2c_bytes(&CFG, &len);
+    kt_gguf *g = kt_gguf_from_llama2c(l2c, 0);
+    free(l2c);
+    const uint8_t u8s[2] = {0, 255};
+    const int8_t i8s[2] = {-1, 127};
+    const uint16_t u16s[1] = {65535};
+    const int16_t i16s[1] = {-32768};
+    const uint32_t u32s[1] = {4294967295u};
+    const int64_t i64s[1] = {-5};
+    const uint64_t u64s[1] = {((uint64_t)1 << 63) + 1};
+    const uint8_t bools[2] = {1, 0};
+    const double f64s[2] = {0.25, -1e300};
+    kt_gguf_array(g, "test.u8s", 0, u8s, 1, 2);
+    kt_gguf_array(g, "test.i8s", 1, i8s, 1, 2);
+    kt_gguf_array(g, "test.u16s", 2, u16s, 2, 1);
+    kt_gguf_array(g, "test.i16s", 3, i16s, 2, 1);
+    kt_gguf_array(g, "test.u32s", 4, u32s, 4, 1);
+    kt_gguf_array(g, "test.i64s", 11, i64s, 8, 1);
+    kt_gguf_array(g, "test.u64s", 10, u64s, 8, 1);
+    kt_gguf_array(g, "test.bools", 7, bools, 1, 2);
+    kt_gguf_array(g, "test.f64s", 12, f64s, 8, 2);
+    const int8_t i8 = -3;
+    const uint8_t yes = 1;
+    const double f64 = 1.5;
+    kt_gguf_scalar(g, "test.i8", 1, &i8, 1);
+    kt_gguf_scalar(g, "test.bool", 7, &yes, 1);
+    kt_gguf_scalar(g, "test.f64", 12, &f64, 8);
+    const char *strs[2] = {"a", ""};
+    kt_gguf_strs(g, "test.strs", strs, 2);
+    uint8_t *gg = kt_gguf_bytes(g, &glen);
+    ASSERT(kt_write_file(kt_path("meta.gguf"), gg, glen) == 0);
+    free(gg);
+    char long_key[720];
+    memcpy(long_key, "test.long.", 10);
+    memset(long_key + 10, 'k', 700);
+    long_key[710] = 0;
+    kt_gguf_str(g, long_key, "long");
+    gg = kt_gguf_bytes(g, &glen);
+    kt_gguf_free(g);
+    ASSERT(kt_write_file(kt_path("long_key.gguf"), gg, glen) == 0);
+    free(gg);
+    ASSERT_EQ_I(kt_compile(kt_path("long_key.gguf"), NULL, kt_path("long_key.kiln"), 16, 0, NULL),
+                KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(), "metadata key name 'test.long.kkk");
+    ASSERT_CONTAINS(kiln_last_error(), "longer than 255 bytes");
+    ASSERT_OK(kt_compile(kt_path("meta.gguf"), NULL, kt_path("meta.kiln"), 16, 0, NULL));
+    kiln_program *p;
+    ASSERT_OK(kiln_program_open(kt_path("meta.kiln"), &p));
+    static const struct {
+        const char *key;
+        int n;
+        int64_t v[2];
+    } ints[] = {
+        {"test.u8s", 2, {0, 255}},         {"test.i8s", 2, {-1, 127}},
+        {"test.u16s", 1, {65535}},         {"test.i16s", 1, {-32768}},
+        {"test.u32s", 1, {4294967295ll}},  {"test.i64s", 1, {-5}},
+        {"test.u64s", 1, {INT64_MIN + 1}}, /* the u64's bits */
+        {"test.bools", 2, {1, 0}},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
+        const int64_t *v;
+        int n;
+        ASSERT_OK(kiln_program_meta_ints(p, ints[i].key, &v, &n));
+        ASSERT_EQ_I(n, ints[i].n);
+        for (int j = 0; j < n; j++)
+            ASSERT_EQ_I(v[j], ints[i].v[j]);
+    }
+    int64_t v;
+    ASSERT_OK(kiln_program_meta_int(p, "test.i8", &v));
+    ASSERT_EQ_I(v, -3);
+    ASSERT_OK(kiln_program_meta_int(p, "test.bool", &v));
+    ASSERT_EQ_I(v, 1);
+    const kiln_meta *e = kiln_meta_find(&p->mod, "test.f64");
+    ASSERT(e && e->type == KILN_META_FLOAT && e->f == 1.5);
+    e = kiln_meta_find(&p->mod, "test.f64s");
+    ASSERT(e && e->type == KILN_META_FLOAT_ARRAY && e->n == 2 && e->fa[0] == 0.25 &&
+           e->fa[1] == -1e300);
+    e = kiln_meta_find(&p->mod, "test.strs");
+    ASSERT(e && e->type == KILN_META_STR_ARRAY && e->n == 2);
+    ASSERT_STR_EQ(e->sa[0], "a");
+    ASSERT_STR_EQ(e->sa[1], "");
+    kiln_program_close(p);
+}
+
+TEST_MAIN(f32_gguf_equals_llama2c_import, quantized_gguf_close_to_oracle,
+          damaged_and_unsupported_ggufs, metadata_kept_as_found)

@@ -3,7 +3,8 @@
  * node and the rule. */
 #include "harness.h"
 #include "ir/ops.h"
-#include "ir/plan.h"
+#include "compiler/passes.h"
+#include "ir/liveness.h"
 
 static float g_w[64 * 64];
 

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "base/base.h"
+#include "compiler/passes.h"
 #include "fixtures.h"
 #include "format/format.h"
 #include "harness.h"

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "compiler/passes.h"
 #include "ir/graph.h"
 #include "ir/ops.h"
 #include "format/format.h"

@@ -1142,16 +1142,14 @@ TEST(gguf_byte_level) {
     ASSERT_CONTAINS(kiln_last_error(), "bos_token_id");
 }
 
-/* A tiny llama GGUF model with the byte-level vocabulary compiles into a
- * program whose tokenizer encodes as the GGUF does. */
-TEST(compiled_program_keeps_the_tokenizer) {
+/* Writes a tiny llama GGUF model carrying vocabulary v (freed). */
+static int write_model_with_vocab(kt_gguf *v, const char *path) {
     kt_l2c_config c = {16, 24, 1, 2, 2, G_EOT + 1, 16, 1, 9};
     size_t len, glen;
     uint8_t *l2c = kt_llama2c_bytes(&c, &len);
-    ASSERT(l2c);
+    if (!l2c) return -1;
     kt_gguf *g = kt_gguf_from_llama2c(l2c, 0);
     free(l2c);
-    kt_gguf *v = bpe_gguf("llama-bpe");
     for (int i = 0; i < v->n_kv; i++) { /* graft the vocabulary onto the model */
         kt_gguf_kv *kv = &v->kv[i];
         kt_gguf_drop_kv(g, kv->key);
@@ -1166,8 +1164,15 @@ TEST(compiled_program_keeps_the_tokenizer) {
     kt_gguf_free(v);
     uint8_t *bytes = kt_gguf_bytes(g, &glen);
     kt_gguf_free(g);
-    ASSERT(kt_write_file(kt_path("tok_model.gguf"), bytes, glen) == 0);
+    int rc = kt_write_file(path, bytes, glen);
     free(bytes);
+    return rc;
+}
+
+/* A tiny llama GGUF model with the byte-level vocabulary compiles into a
+ * program whose tokenizer encodes as the GGUF does. */
+TEST(compiled_program_keeps_the_tokenizer) {
+    ASSERT(write_model_with_vocab(bpe_gguf("llama-bpe"), kt_path("tok_model.gguf")) == 0);
     ASSERT_OK(kt_compile(kt_path("tok_model.gguf"), NULL, kt_path("tok_model.kiln"), 8, 0, NULL));
     kiln_program *p;
     kiln_tokenizer *a, *b;
@@ -1179,6 +1184,32 @@ TEST(compiled_program_keeps_the_tokenizer) {
     ASSERT_IDS(a, "hello world", 0, 0, T_HELLO, T_SP_WORLD);
     kiln_tokenizer_free(a);
     kiln_tokenizer_free(b);
+}
+
+static void keep_line(void *user, const char *line) {
+    snprintf((char *)user, 512, "%s", line);
+}
+
+/* A vocabulary Kiln cannot run does not stop the compile: the program has
+ * no tokenizer, and the log says why. */
+TEST(unrunnable_tokenizer_compiles_without_one) {
+    ASSERT(write_model_with_vocab(bpe_gguf("falcon-x"), kt_path("tok_falcon.gguf")) == 0);
+    char line[512] = "";
+    kiln_compile_options o;
+    kiln_compile_options_init(&o);
+    o.input = kt_path("tok_falcon.gguf");
+    o.output = kt_path("tok_falcon.kiln");
+    o.prefill = 8;
+    o.log = keep_line;
+    o.log_user = line;
+    o.quant = "keep";
+    ASSERT_OK(kiln_compile(&o));
+    kiln_program *p;
+    kiln_tokenizer *t;
+    ASSERT_OK(kiln_program_open(kt_path("tok_falcon.kiln"), &p));
+    ASSERT_EQ_I(kiln_tokenizer_from_program(p, &t), KILN_ERR_UNSUPPORTED);
+    kiln_program_close(p);
+    ASSERT_CONTAINS(line, "no tokenizer stored: 'tok_falcon.gguf': tokenizer.ggml.pre 'falcon-x'");
 }
 
 /* ---- many threads, one tokenizer --------------------------------------------------------------
@@ -1469,5 +1500,6 @@ TEST_MAIN(utf8_keeps_every_byte, unicode_categories_and_folding, nfc, regex_sema
           bpe_nfc_and_ignore_merges, bpe_special_tokens_from_template_and_config,
           decode_streams_whole_characters, section_round_trip_and_damage, out_of_memory_everywhere,
           json_refusals_name_the_feature, gguf_sentencepiece, gguf_byte_level,
-          compiled_program_keeps_the_tokenizer, threads_share_a_tokenizer, cases_json_qwen3_llama3,
-          llama_cpp_vectors, real_round_trips, hf_reference_file)
+          compiled_program_keeps_the_tokenizer, unrunnable_tokenizer_compiles_without_one,
+          threads_share_a_tokenizer, cases_json_qwen3_llama3, llama_cpp_vectors, real_round_trips,
+          hf_reference_file)

@@ -288,11 +288,9 @@ kiln_status kiln_gguf_get_str(const kiln_gguf *g, const char *path, const char *
 
 /* ---- import -------------------------------------------------------------- */
 
-/* Copies one metadata value into the module, as found. Arrays of strings,
- * ints and floats keep their element order; nested arrays are skipped. */
-static kiln_status store_meta(kiln_module *m, const kiln_gguf *g, const char *path, const kiln_gguf_kv *kv) {
-    char key[600];
-    snprintf(key, sizeof key, "%s", kv->key);
+kiln_status kiln_gguf_store_meta(kiln_module *m, const kiln_gguf *g, const char *path,
+                                 const kiln_gguf_kv *kv) {
+    const char *key = kv->key;
     if (kv->type == KILN_GGUF_STRING) {
         const char *s;
         uint64_t n;
@@ -451,7 +449,7 @@ kiln_status kiln_gguf_import(kiln_import *imp, const char *path, kiln_module *m)
     snprintf(src, sizeof src, "'%s'", file);
     if ((st = kiln_llama_check(c, src)) || (st = kiln_llama_check_weights(m, c, src))) goto done;
     for (uint64_t i = 0; i < g.n_kv; i++)
-        if ((st = store_meta(m, &g, path, &g.kv[i]))) goto done;
+        if ((st = kiln_gguf_store_meta(m, &g, path, &g.kv[i]))) goto done;
     /* Generation ends at EOS and at the end-of-turn token when there is one. */
     int64_t end[2], n_end = 0, id = -1;
     if ((st = kiln_gguf_get_int(&g, path, "tokenizer.ggml.eos_token_id", 0, &id))) goto done;

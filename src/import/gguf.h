@@ -4,6 +4,7 @@
 #define KILN_GGUF_H
 
 #include "base/base.h"
+#include "ir/graph.h"
 
 enum {
     KILN_GGUF_U8 = 0, KILN_GGUF_I8 = 1, KILN_GGUF_U16 = 2, KILN_GGUF_I16 = 3, KILN_GGUF_U32 = 4,
@@ -50,5 +51,15 @@ kiln_status kiln_gguf_get_float(const kiln_gguf *g, const char *path, const char
 kiln_status kiln_gguf_get_str(const kiln_gguf *g, const char *path, const char *key, int required,
                               const char **s, uint64_t *len);
 const char *kiln_ggml_type_name(uint32_t t);
+
+/* Copies one metadata value into m as found, under its key. Scalars become
+ * int (bool: 0/1; u64 above 2^63: KILN_ERR_FORMAT), float (not finite:
+ * KILN_ERR_FORMAT) or string metadata (cut at a NUL byte); arrays keep their
+ * element order as int, float or string arrays (u64 elements as their int64
+ * bits; counts narrowed to 32 bits). The parser has refused nested arrays.
+ * KILN_ERR_NOMEM on allocation failure. The one copy: the GGUF importer
+ * (every key) and kiln_tokenizer_load (the tokenizer.* keys) use it. */
+kiln_status kiln_gguf_store_meta(kiln_module *m, const kiln_gguf *g, const char *path,
+                                 const kiln_gguf_kv *kv);
 
 #endif

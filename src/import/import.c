@@ -5,7 +5,6 @@
 
 #include "import/import.h"
 #include "import/llama2c.h"
-#include "llm/tokenizer.h"
 
 kiln_status kiln_import_map(kiln_import *imp, const char *path, const kiln_file_map **map) {
     if (imp->n_maps == KILN_IMPORT_MAX_FILES)
@@ -22,8 +21,7 @@ void kiln_import_close(kiln_import *imp) {
     imp->n_maps = 0;
 }
 
-kiln_status kiln_llama2c_import_file(kiln_import *imp, const char *path, const char *tokenizer,
-                                     kiln_module *m) {
+kiln_status kiln_llama2c_import_file(kiln_import *imp, const char *path, kiln_module *m) {
     /* NULL: once GCC inlines kiln_import_map it warns that map may be unset,
      * missing that it is set whenever st is 0. */
     const kiln_file_map *map = NULL;
@@ -32,43 +30,35 @@ kiln_status kiln_llama2c_import_file(kiln_import *imp, const char *path, const c
     imp->format = "llama2c";
     /* llama2.c models delimit stories with BOS: run.c stops there. */
     const int64_t end[1] = {1};
-    if ((st = kiln_meta_set_int_array(m, "llm.end_token_ids", end, 1))) return st;
-    if (!tokenizer) return KILN_OK;
-    kiln_tokenizer *tok;
-    if ((st = kiln_tokenizer_load_llama2c(tokenizer, imp->cfg.n_vocab, &tok))) return st;
-    kiln_wbuf b = {0};
-    kiln_tokenizer_serialize(tok, &b);
-    kiln_tokenizer_free(tok);
-    if (b.failed) {
-        kiln_wbuf_free(&b);
-        return kiln_error(KILN_ERR_NOMEM, "out of memory");
-    }
-    m->tokenizer = b.data;
-    m->tokenizer_len = b.len;
-    return kiln_meta_set_str(m, "tokenizer.model", "llama2c");
+    return kiln_meta_set_int_array(m, "llm.end_token_ids", end, 1);
 }
 
 kiln_status kiln_import_open(const char *path, const char *tokenizer, kiln_import *imp, kiln_module *m) {
     memset(imp, 0, sizeof *imp);
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    kiln_status st;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         if (tokenizer)
             return kiln_error(KILN_ERR_INVALID_ARG, "--tokenizer is for llama2.c checkpoints; a Hugging Face "
                                                     "folder brings its own tokenizer.json");
-        return kiln_hf_import(imp, path, m);
+        st = kiln_hf_import(imp, path, m);
+    } else {
+        FILE *f = fopen(path, "rb");
+        char magic[4] = {0};
+        if (f) {
+            size_t n = fread(magic, 1, 4, f);
+            (void)n;
+            fclose(f);
+        }
+        if (memcmp(magic, "GGUF", 4) == 0) {
+            if (tokenizer)
+                return kiln_error(KILN_ERR_INVALID_ARG,
+                                  "--tokenizer is for llama2.c checkpoints; a GGUF "
+                                  "file brings its own tokenizer");
+            st = kiln_gguf_import(imp, path, m);
+        } else {
+            st = kiln_llama2c_import_file(imp, path, m);
+        }
     }
-    FILE *f = fopen(path, "rb");
-    char magic[4] = {0};
-    if (f) {
-        size_t n = fread(magic, 1, 4, f);
-        (void)n;
-        fclose(f);
-    }
-    if (memcmp(magic, "GGUF", 4) == 0) {
-        if (tokenizer)
-            return kiln_error(KILN_ERR_INVALID_ARG, "--tokenizer is for llama2.c checkpoints; a GGUF file "
-                                                    "brings its own tokenizer");
-        return kiln_gguf_import(imp, path, m);
-    }
-    return kiln_llama2c_import_file(imp, path, tokenizer, m);
+    return st ? st : kiln_import_tokenizer(imp, path, tokenizer, m);
 }

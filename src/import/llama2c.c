@@ -1,13 +1,15 @@
-/* llama2c.c: the llama2.c checkpoint format. Seven int32 (dim, hidden_dim,
- * n_layers, n_heads, n_kv_heads, vocab_size, seq_len; a negative vocab_size
- * means the classifier is stored, not shared), then f32 arrays in a fixed
- * order, each stacked over layers, then the (unused) rope tables, then the
- * classifier when not shared. */
+/* llama2c.c: the llama2.c formats. A checkpoint is seven int32 (dim,
+ * hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len; a negative
+ * vocab_size means the classifier is stored, not shared), then f32 arrays in
+ * a fixed order, each stacked over layers, then the (unused) rope tables,
+ * then the classifier when not shared. A tokenizer.bin is an int32
+ * max_token_length, then per token {f32 score, int32 length, bytes}. */
 #include <stdio.h>
 #include <string.h>
 
 #include "import/llama2c.h"
 #include "ir/ops.h"
+#include "llm/tokenizer.h"
 
 #define HEADER_BYTES 28
 
@@ -109,5 +111,65 @@ kiln_status kiln_llama2c_import(const kiln_file_map *map, const char *path, kiln
                 return kiln_last_status();
         }
     }
+    return KILN_OK;
+}
+
+/* ---- tokenizer.bin ------------------------------------------------------- */
+
+/* Counts the records of a tokenizer.bin after its header (vocab_size 0). */
+static int count_records(const uint8_t *p, size_t n) {
+    size_t pos = 4;
+    int count = 0;
+    while (pos < n && count < KILN_TOK_MAX_VOCAB) {
+        int32_t len;
+        if (n - pos < 8) return -1;
+        memcpy(&len, p + pos + 4, 4);
+        if (len < 0 || (size_t)len > n - pos - 8) return -1;
+        pos += 8 + (size_t)len;
+        count++;
+    }
+    return pos == n ? count : -1;
+}
+
+kiln_status kiln_tokenizer_load_llama2c(const char *path, int vocab_size, kiln_tokenizer **out) {
+    *out = NULL;
+    if (vocab_size < 0 || vocab_size > KILN_TOK_MAX_VOCAB)
+        return kiln_error(KILN_ERR_INVALID_ARG, "vocabulary size %d out of range", vocab_size);
+    kiln_file_map map;
+    kiln_status st = kiln_file_map_open(path, &map);
+    if (st) return st;
+    char what[600];
+    snprintf(what, sizeof what, "tokenizer '%s'", kiln_basename(path));
+    if (vocab_size == 0) { /* as many records as the file holds */
+        vocab_size = count_records(map.data, map.size);
+        if (vocab_size < 1) {
+            kiln_file_map_close(&map);
+            return kiln_error(KILN_ERR_FORMAT,
+                              "%s: not a llama2.c tokenizer (its records do not end exactly at the "
+                              "end of the file)",
+                              what);
+        }
+    }
+    kiln_rbuf r;
+    kiln_rbuf_init(&r, map.data, map.size, 0, what);
+    int32_t max_len = kiln_rbuf_i32(&r, "max_token_length");
+    if (!r.failed && (max_len < 1 || max_len > KILN_TOK_MAX_PIECE))
+        kiln_rbuf_fail(&r, "max_token_length is %d (1..%d allowed)", max_len, KILN_TOK_MAX_PIECE);
+    kiln_tokenizer *t = NULL;
+    if (!r.failed && !(t = kiln_tok_alloc(vocab_size, KILN_TOK_SPM_LLAMA2C)))
+        st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+    if (!st && !(st = kiln_rbuf_status(&r))) st = kiln_tok_read_llama2c(t, &r, (uint32_t)max_len);
+    if (!st && r.pos != r.len)
+        st = kiln_error(KILN_ERR_FORMAT,
+                        "%s: %zu bytes after the %d tokens the model's vocabulary has (a tokenizer "
+                        "for another model?)",
+                        what, r.len - r.pos, vocab_size);
+    if (!st) st = kiln_tok_finish_llama2c(t);
+    kiln_file_map_close(&map);
+    if (st) {
+        kiln_tokenizer_free(t);
+        return st;
+    }
+    *out = t;
     return KILN_OK;
 }

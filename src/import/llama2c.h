@@ -10,4 +10,6 @@
 kiln_status kiln_llama2c_import(const kiln_file_map *map, const char *path, kiln_llama_config *c,
                                 kiln_module *m);
 
+/* A tokenizer.bin is read by kiln_tokenizer_load_llama2c (kiln_llm.h). */
+
 #endif

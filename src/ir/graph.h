@@ -138,8 +138,6 @@ int kiln_module_add_const(kiln_module *m, const char *name, kiln_dtype dtype, in
 /* Same, taking ownership of `data` (from kiln_malloc), also on failure. */
 int kiln_module_add_const_owned(kiln_module *m, const char *name, kiln_dtype dtype, int ndim,
                                 const int64_t *ne, void *data);
-/* Drops constants no method uses (and renumbers the references). */
-kiln_status kiln_module_prune_consts(kiln_module *m);
 int kiln_module_add_state(kiln_module *m, const char *name, kiln_dtype dtype, int ndim,
                           const int64_t *ne);
 int kiln_module_find_const(const kiln_module *m, const char *name);
@@ -172,10 +170,5 @@ const char *kiln_shape_str(int ndim, const int64_t *ne, char *buf, size_t cap);
  * declared, constants have data, the memory plan fits. `with_plan`: also
  * check arena offsets (after planning). */
 kiln_status kiln_module_verify(const kiln_module *m, int with_plan);
-
-/* ---- memory planning (plan.c) -------------------------------------------- */
-/* Assigns arena offsets to every activation of a graph by liveness,
- * and reserves node scratch. */
-kiln_status kiln_graph_plan(kiln_graph *g, const kiln_module *m);
 
 #endif /* KILN_GRAPH_H */

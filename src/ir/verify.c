@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "ir/ops.h"
-#include "ir/plan.h"
+#include "ir/liveness.h"
 
 #define VFAIL(...) return kiln_error(KILN_ERR_FORMAT, __VA_ARGS__)
 

@@ -1,8 +1,10 @@
-/* tokenizer.c: the tokenizer API: loading (a program's tokenizer section, a
- * llama2.c tokenizer.bin, a tokenizer.json, a GGUF), the section's binary
- * form, encoding dispatch and decoding (piece by piece, and streamed in
- * whole UTF-8 characters). The encoders live in tokenizer_spm.c and
- * tokenizer_bpe.c, the builders in tokenizer_import.c.
+/* tokenizer.c: the runtime tokenizer: the program's tokenizer section (its
+ * binary form, written and read back with every field checked), encoding
+ * dispatch and decoding (piece by piece, and streamed in whole UTF-8
+ * characters). The encoders live in tokenizer_spm.c and tokenizer_bpe.c.
+ * Files (tokenizer.bin, tokenizer.json, GGUF) are read in src/import/,
+ * which builds tokenizers with the helpers tokenizer.h shares; nothing here
+ * reads a file.
  *
  * The tokenizer section (FORMAT.md §7.2) starts with
  *
@@ -54,13 +56,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "import/gguf.h"
 #include "llm/tokenizer.h"
 #include "llm/unicode.h"
 #include "runtime/runtime.h"
-
-#define MAX_PIECE 65536
-#define MAX_VOCAB (1 << 22)
 
 /* ---- common ----------------------------------------------------------------- */
 
@@ -186,7 +184,7 @@ int kiln_tok_llama2c_lookup(const kiln_tokenizer *t, const char *s, uint32_t n) 
     return lookup_sorted(t, s, n);
 }
 
-static kiln_status finish_llama2c(kiln_tokenizer *t) {
+kiln_status kiln_tok_finish_llama2c(kiln_tokenizer *t) {
     if (!(t->sorted = kiln_malloc(sizeof(int) * (size_t)t->n_vocab)))
         return kiln_error(KILN_ERR_NOMEM, "out of memory");
     for (int i = 0; i < t->n_vocab; i++)
@@ -207,8 +205,7 @@ static kiln_status finish_llama2c(kiln_tokenizer *t) {
     return KILN_OK;
 }
 
-/* Reads n_vocab (score, piece) records from r; shared by both type-1 readers. */
-static kiln_status read_pieces(kiln_tokenizer *t, kiln_rbuf *r, uint32_t max_len) {
+kiln_status kiln_tok_read_llama2c(kiln_tokenizer *t, kiln_rbuf *r, uint32_t max_len) {
     for (int i = 0; i < t->n_vocab; i++) {
         char field[48];
         snprintf(field, sizeof field, "token %d score", i);
@@ -226,64 +223,6 @@ static kiln_status read_pieces(kiln_tokenizer *t, kiln_rbuf *r, uint32_t max_len
         if (!(t->pieces[i] = kiln_strndup(p, (size_t)len)))
             return kiln_error(KILN_ERR_NOMEM, "out of memory");
     }
-    return KILN_OK;
-}
-
-/* Counts the records of a tokenizer.bin after its header (vocab_size 0). */
-static int count_records(const uint8_t *p, size_t n) {
-    size_t pos = 4;
-    int count = 0;
-    while (pos < n && count < MAX_VOCAB) {
-        int32_t len;
-        if (n - pos < 8) return -1;
-        memcpy(&len, p + pos + 4, 4);
-        if (len < 0 || (size_t)len > n - pos - 8) return -1;
-        pos += 8 + (size_t)len;
-        count++;
-    }
-    return pos == n ? count : -1;
-}
-
-kiln_status kiln_tokenizer_load_llama2c(const char *path, int vocab_size, kiln_tokenizer **out) {
-    *out = NULL;
-    if (vocab_size < 0 || vocab_size > MAX_VOCAB)
-        return kiln_error(KILN_ERR_INVALID_ARG, "vocabulary size %d out of range", vocab_size);
-    kiln_file_map map;
-    kiln_status st = kiln_file_map_open(path, &map);
-    if (st) return st;
-    char what[600];
-    snprintf(what, sizeof what, "tokenizer '%s'", kiln_basename(path));
-    if (vocab_size == 0) { /* as many records as the file holds */
-        vocab_size = count_records(map.data, map.size);
-        if (vocab_size < 1) {
-            kiln_file_map_close(&map);
-            return kiln_error(KILN_ERR_FORMAT,
-                              "%s: not a llama2.c tokenizer (its records do not end exactly at the "
-                              "end of the file)",
-                              what);
-        }
-    }
-    kiln_rbuf r;
-    kiln_rbuf_init(&r, map.data, map.size, 0, what);
-    int32_t max_len = kiln_rbuf_i32(&r, "max_token_length");
-    if (!r.failed && (max_len < 1 || max_len > MAX_PIECE))
-        kiln_rbuf_fail(&r, "max_token_length is %d (1..%d allowed)", max_len, MAX_PIECE);
-    kiln_tokenizer *t = NULL;
-    if (!r.failed && !(t = kiln_tok_alloc(vocab_size, KILN_TOK_SPM_LLAMA2C)))
-        st = kiln_error(KILN_ERR_NOMEM, "out of memory");
-    if (!st && !(st = kiln_rbuf_status(&r))) st = read_pieces(t, &r, (uint32_t)max_len);
-    if (!st && r.pos != r.len)
-        st = kiln_error(KILN_ERR_FORMAT,
-                        "%s: %zu bytes after the %d tokens the model's vocabulary has (a tokenizer "
-                        "for another model?)",
-                        what, r.len - r.pos, vocab_size);
-    if (!st) st = finish_llama2c(t);
-    kiln_file_map_close(&map);
-    if (st) {
-        kiln_tokenizer_free(t);
-        return st;
-    }
-    *out = t;
     return KILN_OK;
 }
 
@@ -397,7 +336,7 @@ kiln_status kiln_tok_finish_tables(kiln_tokenizer *t, const char *what) {
     /* Added tokens, grouped by first byte, longest first. */
     for (int i = 0; i < t->n_added; i++) {
         const kiln_tok_added *a = &t->added[i];
-        if (a->id < 0 || a->id >= n || a->len < 1 || a->len > MAX_PIECE ||
+        if (a->id < 0 || a->id >= n || a->len < 1 || a->len > KILN_TOK_MAX_PIECE ||
             (a->flags & ~KILN_TOKA_ALL))
             return kiln_error(KILN_ERR_FORMAT,
                               "%s: added token %d (id %d, %u bytes, flags 0x%x) is not valid", what,
@@ -516,11 +455,11 @@ void kiln_tokenizer_serialize(const kiln_tokenizer *t, kiln_wbuf *b) {
         kiln_wbuf_strn(b, t->split_src[i], t->split_lens[i]);
 }
 
-/* A u32-length string of 0..MAX_PIECE bytes (at least `min`) as a new copy. */
+/* A u32-length string of 0..KILN_TOK_MAX_PIECE bytes (at least `min`) as a new copy. */
 static char *read_str(kiln_rbuf *r, const char *field, uint32_t min, uint32_t *len) {
     uint32_t n = kiln_rbuf_u32(r, field);
-    if (!r->failed && (n < min || n > MAX_PIECE))
-        kiln_rbuf_fail(r, "%s has length %u (%u..%d allowed)", field, n, min, MAX_PIECE);
+    if (!r->failed && (n < min || n > KILN_TOK_MAX_PIECE))
+        kiln_rbuf_fail(r, "%s has length %u (%u..%d allowed)", field, n, min, KILN_TOK_MAX_PIECE);
     const char *p = kiln_rbuf_bytes(r, field, r->failed ? 0 : n);
     if (r->failed) return NULL;
     char *s = kiln_strndup(p, n);
@@ -609,7 +548,7 @@ kiln_status kiln_tokenizer_deserialize(const uint8_t *data, size_t len, const ch
     int32_t bos = kiln_rbuf_i32(&r, "bos id"), eos = kiln_rbuf_i32(&r, "eos id");
     if (!r.failed && type != KILN_TOK_SPM_LLAMA2C && type != KILN_TOK_TABLES)
         kiln_rbuf_fail(&r, "unknown tokenizer type %u", type);
-    if (!r.failed && (n < 1 || n > MAX_VOCAB))
+    if (!r.failed && (n < 1 || n > KILN_TOK_MAX_VOCAB))
         kiln_rbuf_fail(&r, "vocabulary size %u out of range", n);
     if (!r.failed && (bos < -1 || bos >= (int64_t)n || eos < -1 || eos >= (int64_t)n))
         kiln_rbuf_fail(&r, "special token ids (bos %d, eos %d) outside the vocabulary of %u", bos,
@@ -621,12 +560,12 @@ kiln_status kiln_tokenizer_deserialize(const uint8_t *data, size_t len, const ch
     t->eos = eos;
     kiln_status st;
     if (type == KILN_TOK_SPM_LLAMA2C) {
-        st = read_pieces(t, &r, MAX_PIECE);
+        st = kiln_tok_read_llama2c(t, &r, KILN_TOK_MAX_PIECE);
         if (!st && r.pos != r.len) {
             kiln_rbuf_fail(&r, "%zu bytes after the last token", r.len - r.pos);
             st = kiln_rbuf_status(&r);
         }
-        if (!st) st = finish_llama2c(t);
+        if (!st) st = kiln_tok_finish_llama2c(t);
     } else {
         st = read_tables(t, &r);
         if (!st) st = kiln_tok_finish_tables(t, what);

@@ -1,8 +1,10 @@
 /* tokenizer.h: the tokenizer's internals, shared by tokenizer.c (API,
  * program-section form, decoding), tokenizer_spm.c (SentencePiece-style BPE
  * over scores), tokenizer_bpe.c (byte-level BPE, added tokens,
- * pre-tokenizer splits) and tokenizer_import.c (building one from GGUF
- * metadata or a tokenizer.json). Internal: never installed. */
+ * pre-tokenizer splits) and the builders in src/import/ (llama2c.c:
+ * tokenizer.bin; tokenizer.c: GGUF metadata and tokenizer.json), which fill
+ * the struct and finish it with kiln_tok_finish_*. Internal: never
+ * installed. */
 #ifndef KILN_LLM_TOKENIZER_H
 #define KILN_LLM_TOKENIZER_H
 
@@ -14,6 +16,10 @@
 /* Section types (the first u32 of the blob; layouts in tokenizer.c). */
 #define KILN_TOK_SPM_LLAMA2C 1 /* llama2.c tokenizer.bin: pieces with scores, run.c rules */
 #define KILN_TOK_TABLES 2      /* byte-level BPE or SentencePiece BPE, described by tables */
+
+/* Limits of the section form, which every builder keeps to. */
+#define KILN_TOK_MAX_VOCAB (1 << 22) /* tokens */
+#define KILN_TOK_MAX_PIECE 65536     /* bytes of a piece, an added token or a pattern */
 
 /* KILN_TOK_TABLES models. */
 enum { KILN_TOKM_BPE = 1, KILN_TOKM_SPM = 2 };
@@ -96,15 +102,7 @@ void kiln_tokenizer_serialize(const kiln_tokenizer *tok, kiln_wbuf *b);
 kiln_status kiln_tokenizer_deserialize(const uint8_t *data, size_t len, const char *what,
                                        kiln_tokenizer **out);
 
-/* Builds the tokenizer of a module from its metadata (GGUF tokenizer.ggml.*,
- * or hf.tokenizer_json + hf.tokenizer_config_json) when m->tokenizer is
- * empty, and stores its program-section form there. A module without such
- * metadata is left as it is. When the metadata describes a tokenizer Kiln
- * cannot run, the module is left without one and `note` (cap bytes) says
- * why; otherwise note is "". Fails only on damaged metadata or memory. */
-kiln_status kiln_tokenizer_build_for_module(kiln_module *m, char *note, size_t cap);
-
-/* ---- shared by the tokenizer_*.c files -------------------------------------- */
+/* ---- shared by the tokenizer files and the builders -------------------------------------- */
 
 /* A growable id list. */
 typedef struct {
@@ -118,6 +116,12 @@ kiln_tokenizer *kiln_tok_alloc(int n_vocab, int type);
 /* Builds the lookup tables of a KILN_TOK_TABLES tokenizer from its fields and
  * checks them (what: for messages). */
 kiln_status kiln_tok_finish_tables(kiln_tokenizer *t, const char *what);
+/* KILN_TOK_SPM_LLAMA2C: reads t->n_vocab {f32 score, i32 length
+ * 0..max_len, bytes} records from r (tokenizer.bin's records and the
+ * section's are the same), then builds the sorted lookup and the byte
+ * tokens. */
+kiln_status kiln_tok_read_llama2c(kiln_tokenizer *t, kiln_rbuf *r, uint32_t max_len);
+kiln_status kiln_tok_finish_llama2c(kiln_tokenizer *t);
 /* The hash of a merge's (left, right) pair (TABLES merge table). */
 static inline uint32_t kiln_tok_hash_pair(uint64_t k) {
     k ^= k >> 33;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "compiler/passes.h"
 #include "ir/graph.h"
 #include "models/llama.h"
 

@@ -1,6 +1,7 @@
-/* plan.h: liveness helpers shared by the planner and the verifier. */
-#ifndef KILN_PLAN_H
-#define KILN_PLAN_H
+/* liveness.h: liveness helpers shared by the planner (src/compiler/plan.c)
+ * and the verifier. */
+#ifndef KILN_IR_LIVENESS_H
+#define KILN_IR_LIVENESS_H
 
 #include "ir/graph.h"
 

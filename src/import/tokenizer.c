@@ -1,20 +1,22 @@
-/* tokenizer_import.c: building a KILN_TOK_TABLES tokenizer from what
- * checkpoints bring: GGUF metadata (tokenizer.ggml.model gpt2 or llama,
+/* tokenizer.c (import): the one tokenizer builder. A llama2.c tokenizer.bin
+ * (read by llama2c.c), GGUF metadata (tokenizer.ggml.model gpt2 or llama,
  * .tokens, .token_type, .scores, .merges, .pre, special ids, add_bos_token,
- * add_space_prefix) or a Hugging Face tokenizer.json (+ tokenizer_config.json).
- * Also kiln_tokenizer_load, which tells these files from a llama2.c
- * tokenizer.bin. This is compile-time code: the program stores the tables,
- * and the runtime never reads JSON. */
+ * add_space_prefix) or a Hugging Face tokenizer.json (+ tokenizer_config.json)
+ * becomes a kiln_tokenizer here; kiln_import_tokenizer stores it in the module
+ * being compiled, kiln_tokenizer_load (which tells these files apart) hands
+ * it to its caller. This is compile-time code: the program stores the tables
+ * (src/llm/tokenizer.c), and the runtime never reads JSON. */
 #include <stdio.h>
 #include <string.h>
 
 #include "base/json.h"
 #include "import/gguf.h"
+#include "import/import.h"
 #include "llm/tokenizer.h"
 #include "llm/unicode.h"
 
-#define MAX_VOCAB (1 << 22)
-#define MAX_PIECE 65536
+#define MAX_VOCAB KILN_TOK_MAX_VOCAB
+#define MAX_PIECE KILN_TOK_MAX_PIECE
 
 /* The pre-tokenizer regexes of the models Kiln knows, as Hugging Face
  * `tokenizers` writes them. */
@@ -758,30 +760,45 @@ done:
     return st;
 }
 
-/* ---- entry points -------------------------------------------------------------------- */
+/* ---- the builder ---------------------------------------------------------------------- */
 
-/* The tokenizer a module's metadata describes; *out NULL when it has none. */
-static kiln_status from_module(const kiln_module *m, const char *what, kiln_tokenizer **out) {
+/* What a tokenizer is built from: one of a llama2.c tokenizer.bin, a
+ * tokenizer.json text, or a module's metadata. */
+typedef struct {
+    const char *what; /* names the source in messages (the tokenizer.bin names itself) */
+    const char *bin;  /* tokenizer.bin, of n_vocab pieces (0: every record it holds) */
+    int n_vocab;
+    const char *json, *config; /* tokenizer.json; tokenizer_config.json or NULL */
+    size_t json_len, config_len;
+    const kiln_module *meta; /* hf.tokenizer_json (+ hf.tokenizer_config_json), or GGUF
+                                tokenizer.ggml.* as kiln_gguf_store_meta keeps them */
+} source;
+
+/* The one builder: every tokenizer Kiln makes from a file comes from here.
+ * *out is NULL (and the status OK) when the metadata describes none. */
+static kiln_status build(const source *s, kiln_tokenizer **out) {
     *out = NULL;
-    const kiln_meta *tj = kiln_meta_find(m, "hf.tokenizer_json"),
-                    *tc = kiln_meta_find(m, "hf.tokenizer_config_json");
+    if (s->bin) return kiln_tokenizer_load_llama2c(s->bin, s->n_vocab, out);
+    if (s->json) return from_json(s->json, s->json_len, s->config, s->config_len, s->what, out);
+    const kiln_meta *tj = kiln_meta_find(s->meta, "hf.tokenizer_json"),
+                    *tc = kiln_meta_find(s->meta, "hf.tokenizer_config_json");
     if (tj && tj->type == KILN_META_STR)
         return from_json(tj->s, strlen(tj->s), tc && tc->type == KILN_META_STR ? tc->s : NULL,
-                         tc && tc->type == KILN_META_STR ? strlen(tc->s) : 0, what, out);
-    return from_gguf_meta(m, what, out);
+                         tc && tc->type == KILN_META_STR ? strlen(tc->s) : 0, s->what, out);
+    return from_gguf_meta(s->meta, s->what, out);
 }
 
-kiln_status kiln_tokenizer_build_for_module(kiln_module *m, char *note, size_t cap) {
-    if (cap) note[0] = 0;
-    if (m->tokenizer_len) return KILN_OK;
-    const kiln_meta *src = kiln_meta_find(m, "general.source");
+kiln_status kiln_import_tokenizer(kiln_import *imp, const char *path, const char *tokenizer_bin,
+                                  kiln_module *m) {
+    imp->tokenizer_note[0] = 0;
     char what[600];
-    snprintf(what, sizeof what, "'%s'",
-             src && src->type == KILN_META_STR ? src->s : "the checkpoint");
+    snprintf(what, sizeof what, "'%s'", kiln_basename(path));
+    source src = {.what = what, .bin = tokenizer_bin, .n_vocab = imp->cfg.n_vocab, .meta = m};
     kiln_tokenizer *t;
-    kiln_status st = from_module(m, what, &t);
-    if (st == KILN_ERR_UNSUPPORTED) {
-        if (cap) snprintf(note, cap, "no tokenizer stored: %s", kiln_last_error());
+    kiln_status st = build(&src, &t);
+    if (st == KILN_ERR_UNSUPPORTED && !tokenizer_bin) {
+        snprintf(imp->tokenizer_note, sizeof imp->tokenizer_note, "no tokenizer stored: %s",
+                 kiln_last_error());
         return KILN_OK;
     }
     if (st || !t) return st;
@@ -794,107 +811,21 @@ kiln_status kiln_tokenizer_build_for_module(kiln_module *m, char *note, size_t c
     }
     m->tokenizer = b.data;
     m->tokenizer_len = b.len;
-    return KILN_OK;
+    return tokenizer_bin ? kiln_meta_set_str(m, "tokenizer.model", "llama2c") : KILN_OK;
 }
 
-/* Copies the tokenizer.* metadata of a GGUF file into m (as the importer stores it). */
+/* Copies the tokenizer.* metadata of a GGUF file into m, as the importer
+ * stores it; an array of more than 2^25 elements is refused before any
+ * allocation (no tokenizer has one). */
 static kiln_status gguf_tokenizer_meta(const kiln_gguf *g, const char *path, kiln_module *m) {
     kiln_status st = KILN_OK;
     for (uint64_t k = 0; k < g->n_kv && !st; k++) {
         const kiln_gguf_kv *kv = &g->kv[k];
         if (strncmp(kv->key, "tokenizer.", 10)) continue;
-        if (kv->type == KILN_GGUF_STRING) {
-            const char *s;
-            uint64_t n;
-            if ((st = kiln_gguf_get_str(g, path, kv->key, 1, &s, &n))) break;
-            char *c = kiln_strndup(s, (size_t)n);
-            st = c ? kiln_meta_set_str(m, kv->key, c) : kiln_error(KILN_ERR_NOMEM, "out of memory");
-            kiln_free(c);
-        } else if (kv->type == KILN_GGUF_F32 || kv->type == KILN_GGUF_F64) {
-            double f;
-            if (!(st = kiln_gguf_get_float(g, path, kv->key, 1, &f)))
-                st = kiln_meta_set_float(m, kv->key, f);
-        } else if (kv->type != KILN_GGUF_ARRAY) {
-            int64_t i;
-            if (!(st = kiln_gguf_get_int(g, path, kv->key, 1, &i)))
-                st = kiln_meta_set_int(m, kv->key, i);
-        } else if (kv->n > MAX_VOCAB * 8ull) {
-            st = kiln_error(KILN_ERR_FORMAT, "'%s': metadata array '%s' has %llu elements",
-                            kiln_basename(path), kv->key, (unsigned long long)kv->n);
-        } else if (kv->elem_type == KILN_GGUF_STRING) {
-            char **sa = kiln_calloc((size_t)kv->n + 1, sizeof *sa);
-            const uint8_t *p = kv->raw;
-            if (!sa) return kiln_error(KILN_ERR_NOMEM, "out of memory");
-            for (uint64_t i = 0; i < kv->n; i++) {
-                uint64_t n;
-                memcpy(&n, p, 8);
-                if (!(sa[i] = kiln_strndup((const char *)p + 8, (size_t)n))) {
-                    for (uint64_t j = 0; j < i; j++)
-                        kiln_free(sa[j]);
-                    kiln_free(sa);
-                    return kiln_error(KILN_ERR_NOMEM, "out of memory");
-                }
-                p += 8 + n;
-            }
-            st = kiln_meta_set_str_array_owned(m, kv->key, sa, (uint32_t)kv->n);
-        } else if (kv->elem_type == KILN_GGUF_F32 || kv->elem_type == KILN_GGUF_F64) {
-            double *fa = kiln_malloc(sizeof(double) * ((size_t)kv->n + 1));
-            if (!fa) return kiln_error(KILN_ERR_NOMEM, "out of memory");
-            for (uint64_t i = 0; i < kv->n; i++) {
-                if (kv->elem_type == KILN_GGUF_F32) {
-                    float f;
-                    memcpy(&f, kv->raw + 4 * i, 4);
-                    fa[i] = f;
-                } else {
-                    memcpy(&fa[i], kv->raw + 8 * i, 8);
-                }
-            }
-            st = kiln_meta_set_float_array_owned(m, kv->key, fa, (uint32_t)kv->n);
-        } else {
-            int64_t *ia = kiln_malloc(sizeof(int64_t) * ((size_t)kv->n + 1));
-            if (!ia) return kiln_error(KILN_ERR_NOMEM, "out of memory");
-            uint64_t es = kv->n ? kv->raw_len / kv->n : 0;
-            for (uint64_t i = 0; i < kv->n; i++) {
-                const uint8_t *q = kv->raw + es * i;
-                switch (kv->elem_type) {
-                case KILN_GGUF_U8:
-                case KILN_GGUF_BOOL:
-                    ia[i] = q[0];
-                    break;
-                case KILN_GGUF_I8:
-                    ia[i] = (int8_t)q[0];
-                    break;
-                case KILN_GGUF_U16: {
-                    uint16_t v;
-                    memcpy(&v, q, 2);
-                    ia[i] = v;
-                    break;
-                }
-                case KILN_GGUF_I16: {
-                    int16_t v;
-                    memcpy(&v, q, 2);
-                    ia[i] = v;
-                    break;
-                }
-                case KILN_GGUF_U32: {
-                    uint32_t v;
-                    memcpy(&v, q, 4);
-                    ia[i] = v;
-                    break;
-                }
-                case KILN_GGUF_I32: {
-                    int32_t v;
-                    memcpy(&v, q, 4);
-                    ia[i] = v;
-                    break;
-                }
-                default:
-                    memcpy(&ia[i], q, 8);
-                    break;
-                }
-            }
-            st = kiln_meta_set_int_array_owned(m, kv->key, ia, (uint32_t)kv->n);
-        }
+        if (kv->type == KILN_GGUF_ARRAY && kv->n > MAX_VOCAB * 8ull)
+            return kiln_error(KILN_ERR_FORMAT, "'%s': metadata array '%s' has %llu elements",
+                              kiln_basename(path), kv->key, (unsigned long long)kv->n);
+        st = kiln_gguf_store_meta(m, g, path, kv);
     }
     return st;
 }
@@ -915,18 +846,21 @@ kiln_status kiln_tokenizer_load(const char *path, kiln_tokenizer **out) {
     if (st) return st;
     char what[600];
     snprintf(what, sizeof what, "'%s'", kiln_basename(path));
+    source src = {.what = what};
     size_t i = 0;
     while (i < map.size && (map.data[i] == ' ' || map.data[i] == '\n' || map.data[i] == '\r' ||
                             map.data[i] == '\t'))
         i++;
     if (map.size >= 4 && memcmp(map.data, "GGUF", 4) == 0) {
+        /* The tokenizer.* metadata, kept as the importer keeps it. */
         kiln_gguf g;
         kiln_module m;
         memset(&m, 0, sizeof m);
         st = kiln_gguf_parse(map.data, map.size, path, &g);
         if (st) kiln_gguf_free(&g); /* the parse leaves what it read for the caller to free */
         if (!st) {
-            if (!(st = gguf_tokenizer_meta(&g, path, &m))) st = from_gguf_meta(&m, what, out);
+            src.meta = &m;
+            if (!(st = gguf_tokenizer_meta(&g, path, &m))) st = build(&src, out);
             if (!st && !*out)
                 st = kiln_error(KILN_ERR_FORMAT, "%s: a GGUF file without tokenizer.ggml.model",
                                 what);
@@ -945,14 +879,18 @@ kiln_status kiln_tokenizer_load(const char *path, kiln_tokenizer **out) {
         int have_cfg = f != NULL;
         if (f) fclose(f);
         if (have_cfg && (st = kiln_file_map_open(cfg_path, &cfg))) have_cfg = 0;
-        if (!st)
-            st = from_json((const char *)map.data, map.size,
-                           have_cfg ? (const char *)cfg.data : NULL, have_cfg ? cfg.size : 0, what,
-                           out);
+        if (!st) {
+            src.json = (const char *)map.data;
+            src.json_len = map.size;
+            src.config = have_cfg ? (const char *)cfg.data : NULL;
+            src.config_len = have_cfg ? cfg.size : 0;
+            st = build(&src, out);
+        }
         if (have_cfg) kiln_file_map_close(&cfg);
     } else {
         kiln_file_map_close(&map);
-        return kiln_tokenizer_load_llama2c(path, 0, out);
+        src.bin = path; /* a llama2.c tokenizer.bin: every record it holds */
+        return build(&src, out);
     }
     kiln_file_map_close(&map);
     return st;

@@ -1,0 +1,66 @@
+/* passes.h: the compiler's passes over a module, in the order the driver
+ * (compile.c) runs them: prune -> quantize -> verify -> partition -> pack ->
+ * plan -> verify with the plan. Each runs once per compile, changes the
+ * module in place and leaves it valid for the next; on failure the message
+ * names the tensor, backend or method. Internal: never installed. */
+#ifndef KILN_COMPILER_PASSES_H
+#define KILN_COMPILER_PASSES_H
+
+#include "ir/graph.h"
+#include "ir/ops.h"
+#include "kiln/kiln_compile.h"
+
+/* The input of a node that is a weight matrix (matmul, logits: 1;
+ * get_rows: 0), or -1. */
+static inline int kiln_node_weight_slot(const kiln_node *n) {
+    return n->op == KILN_OP_GET_ROWS                              ? 0
+           : (n->op == KILN_OP_MATMUL || n->op == KILN_OP_LOGITS) ? 1
+                                                                  : -1;
+}
+
+/* prune.c. Reads every method's values; drops the constants no method
+ * reads (freeing what they own) and renumbers the graphs' references to
+ * the rest, which keep their order. Errors: KILN_ERR_NOMEM. */
+kiln_status kiln_module_prune_consts(kiln_module *m);
+
+/* quantize.c. Reads o->quant ("keep" or NULL: nothing to do; f32, f16,
+ * q8_0, q4_0), o->quant_fallback and o->log. Converts every 2-dim constant
+ * that some node reads as its weight (kiln_node_weight_slot) to that dtype
+ * through f32 rows, owning the new data, and updates the dtype of the
+ * graphs' values that refer to it; logs a summary, and each weight kept as
+ * it was. Errors: KILN_ERR_INVALID_ARG for an unknown format, or for a
+ * weight whose rows are not whole blocks of it unless quant_fallback (then
+ * kept and logged); KILN_ERR_NOMEM; a conversion's own error, wrapped with
+ * the tensor's name. */
+kiln_status kiln_module_quantize(kiln_module *m, const kiln_compile_options *o);
+
+/* partition.c. Reads `spec` ("a:opts,b", at most 8 backends, in order of
+ * preference) and each backend's supports(). Lets each backend's configure()
+ * store its options as metadata, adds the backends to the module's list,
+ * sets every node's backend to the first listed one that supports it (ref,
+ * added when needed, for a node none supports), and stores the spec as
+ * kiln.backends.requested. Errors: KILN_ERR_INVALID_ARG for a list too long,
+ * empty, naming an unknown backend, or giving options to one that takes
+ * none; a backend's configure() error; KILN_ERR_NOMEM. */
+kiln_status kiln_module_partition(kiln_module *m, const char *spec);
+
+/* pack.c. Reads the partition, o->no_pack (then nothing to do) and o->log.
+ * Repacks a 2-dim weight into the cpu kernels' interleaved layout
+ * (kiln_dtype_packed) when its dtype has one, its rows come in whole
+ * groups, every node reading it reads it as its weight (ref and cpu read
+ * packed weights) and at least one of them runs on cpu. The packed copy
+ * (same size) replaces the plain one, and the graphs' values take the
+ * packed dtype. Logs a summary. Errors: KILN_ERR_NOMEM; a packing error,
+ * wrapped with the tensor's name. */
+kiln_status kiln_module_pack(kiln_module *m, const kiln_compile_options *o);
+
+/* plan.c. Reads one method's values, nodes and their scratch rules
+ * (src/ir/liveness.h, which the verifier checks the plan against). Gives
+ * every activation an arena offset by liveness (largest first, each at the
+ * lowest 64-aligned offset clear of every placed value alive at the same
+ * time), and sets the method's scratch_offset (the end of the values) and
+ * arena_bytes (plus the most scratch any node needs). `m` is unused.
+ * Errors: KILN_ERR_NOMEM naming the method. */
+kiln_status kiln_graph_plan(kiln_graph *g, const kiln_module *m);
+
+#endif
