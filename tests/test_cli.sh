@@ -29,6 +29,14 @@ expect compile_missing_input 1 "cannot open '$WORK/nope.bin'" -- "$KILN" compile
 expect compile_unknown_backend 1 "unknown backend 'npu'" -- "$KILN" compile "$M" -o "$P" --backend npu
 expect compile_ok 0 "wrote" -- "$KILN" compile "$M" --tokenizer "$T" -o "$P" --prefill 8
 if ls "$WORK" | grep -q '\.tmp\.'; then bad no_temp_files_left "$(ls "$WORK")"; else ok no_temp_files_left; fi
+# An output that is the same file as an input (or as another output) is a
+# usage error before any work, links followed; /dev/null may take several.
+expect same_file_input 2 "-o '$M' is the same file as INPUT '$M'" -- "$KILN" compile "$M" -o "$M"
+ln -s "$P" "$WORK/link.kiln"
+expect same_file_link 2 "--trace '$WORK/link.kiln' is the same file as -m '$P'" -- "$KILN" generate -m "$P" -p hi --trace "$WORK/link.kiln"
+expect same_file_outputs 2 "--stats-json '$WORK/o.json' is the same file as --trace '$WORK/o.json'" -- "$KILN" generate -m "$P" -p hi --stats-json "$WORK/o.json" --trace "$WORK/o.json"
+expect same_file_dev_null 0 "" -- "$KILN" generate -m "$P" -p hi -n 2 --temp 0 --stats-json /dev/null --trace /dev/null
+expect flag_takes_no_value 2 "--check takes no value or '=fallback', got '--check=yes'" -- "$KILN" compile "$M" -o "$WORK/y.kiln" --check=yes
 
 expect info_text 0 "method 1: decode" -- "$KILN" info "$P"
 expect info_nodes 0 "blk.1.attn_q" -- "$KILN" info "$P"

@@ -3,6 +3,7 @@
  * share with the ids already cached), `kiln chat --render-only` (a
  * conversation in JSON to the prompt text), and the chat helpers
  * `kiln generate --chat` shares. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,46 +13,72 @@
 #include "cli.h"
 #include "kiln/kiln_llm.h"
 
-static const char *HELP =
-    "usage: kiln chat -m MODEL.kiln [options]\n"
-    "       kiln chat --render-only --messages FILE.json (-m MODEL.kiln | --chat-template NAME|FILE)\n"
-    "\n"
-    "Reads one user turn per line from stdin and prints each answer as it is\n"
-    "generated. The KV cache is kept between turns: each turn keeps the cached\n"
-    "tokens the new render starts with and prefills only the rest (stats on\n"
-    "stderr; a render that departs from the cache, as Qwen3's does when it drops\n"
-    "past <think> blocks, keeps the part before the change).\n"
-    "\n"
-    "options:\n"
-    "  -m, --model FILE        compiled program (required but with --render-only\n"
-    "                          and --chat-template)\n"
-    "  --system TEXT           system message\n"
-    "  --think, --no-think     Qwen3's thinking switch (default: think)\n"
-    "  --chat-template NAME|FILE  chatml, smollm2, qwen3, llama3, llama3.1,\n"
-    "                          llama3.2, llama3.3, or a Jinja file whose format is\n"
-    "                          detected (default: the program's)\n"
-    "  --chat-date DATE        Llama-3.1+'s \"Today Date\" (e.g. \"26 Jul 2024\");\n"
-    "                          default: $KILN_CHAT_DATE, else the template's own\n"
-    "                          (3.2: today, 3.1/3.3: 26 Jul 2024)\n"
-    "  -n, --n-predict N       most new tokens a turn; -1 (default): until an end\n"
-    "                          token or the context is full\n"
-    "  --temp T                temperature; 0 = greedy (default 0.8)\n"
-    "  --seed S                sampler seed; -1 (default) = random, printed on stderr\n"
-    "  -t, --threads N         threads to compute with (default: $KILN_THREADS,\n"
-    "                          else the cores this process may use)\n"
-    "  --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n\n"
-    "                          as in `kiln generate` (llama.cpp's defaults)\n"
-    "  --render-only           print the rendered prompt of --messages and exit\n"
-    "  --messages FILE         JSON array of {\"role\", \"content\"}, or an object\n"
-    "                          with it as \"messages\" (--render-only); roles\n"
-    "                          system, user, assistant, and for Llama-3.1+ tool\n"
-    "                          results (\"tool\"/\"ipython\"); no tool definitions\n"
-    "                          or tool calls\n"
-    "  --no-generation-prompt  render without the assistant prompt (--render-only)\n"
-    "  -h, --help              this text\n"
-    "\n"
-    "example:\n"
-    "  kiln chat -m smollm2.kiln --temp 0 -n 128\n";
+typedef struct {
+    const char *model, *system, *chat_template, *messages, *date;
+    int think, render_only, generation_prompt;
+    kiln_cli_sampling smp;
+} options;
+
+#define OPT(field) offsetof(options, field)
+
+static const kiln_cli_flag FLAGS[] = {
+    {KILN_CLI_STR, "-m, --model", "FILE", OPT(model), .path = KILN_CLI_IN_FILE,
+     .help = "compiled program (required but with --render-only\n"
+             "and --chat-template)"},
+    {KILN_CLI_STR, "--system", "TEXT", OPT(system), .help = "system message"},
+    {KILN_CLI_SWITCH, "--think, --no-think", NULL, OPT(think),
+     .help = "Qwen3's thinking switch (default: think)"},
+    {KILN_CLI_STR, "--chat-template", "NAME|FILE", OPT(chat_template),
+     .help = "chatml, smollm2, qwen3, llama3, llama3.1,\n"
+             "llama3.2, llama3.3, or a Jinja file whose format is\n"
+             "detected (default: the program's)"},
+    {KILN_CLI_STR, "--chat-date", "DATE", OPT(date),
+     .help = "Llama-3.1+'s \"Today Date\" (e.g. \"26 Jul 2024\");\n"
+             "default: $KILN_CHAT_DATE, else the template's own\n"
+             "(3.2: today, 3.1/3.3: 26 Jul 2024)"},
+    {KILN_CLI_TABLE, NULL, NULL, OPT(smp), .table = kiln_cli_sampling_flags},
+    {KILN_CLI_SET, "--render-only", NULL, OPT(render_only), .lo = 1,
+     .help = "print the rendered prompt of --messages and exit"},
+    {KILN_CLI_STR, "--messages", "FILE", OPT(messages), .path = KILN_CLI_IN_FILE,
+     .help = "JSON array of {\"role\", \"content\"}, or an object\n"
+             "with it as \"messages\" (--render-only); roles\n"
+             "system, user, assistant, and for Llama-3.1+ tool\n"
+             "results (\"tool\"/\"ipython\"); no tool definitions\n"
+             "or tool calls"},
+    {KILN_CLI_SET, "--no-generation-prompt", NULL, OPT(generation_prompt), .lo = 0,
+     .help = "render without the assistant prompt (--render-only)"},
+    {KILN_CLI_END},
+};
+
+static void init(void *p) {
+    options *o = p;
+    memset(o, 0, sizeof *o);
+    o->think = 1;
+    o->generation_prompt = 1;
+    kiln_cli_sampling_init(&o->smp);
+}
+
+static const kiln_cli_command COMMAND = {
+    .name = "chat",
+    .about = "usage: kiln chat -m MODEL.kiln [options]\n"
+             "       kiln chat --render-only --messages FILE.json (-m MODEL.kiln | --chat-template "
+             "NAME|FILE)\n"
+             "\n"
+             "Reads one user turn per line from stdin and prints each answer as it is\n"
+             "generated. The KV cache is kept between turns: each turn keeps the cached\n"
+             "tokens the new render starts with and prefills only the rest (stats on\n"
+             "stderr; a render that departs from the cache, as Qwen3's does when it drops\n"
+             "past <think> blocks, keeps the part before the change).\n"
+             "\n",
+    .notes = "\n"
+             "example:\n"
+             "  kiln chat -m smollm2.kiln --temp 0 -n 128\n",
+    .column = 26,
+    .flags = FLAGS,
+    .size = sizeof(options),
+    .init = init,
+    .unknown = "unknown argument '%s'",
+};
 
 kiln_status kiln_cli_chat_format(const kiln_program *prog, const char *override, kiln_chat_format *out) {
     if (!override) return kiln_chat_format_from_program(prog, out);
@@ -214,60 +241,32 @@ static int on_token(void *user, int32_t id) {
 }
 
 int kiln_cmd_chat(int argc, char **argv) {
-    const char *cmd = "chat", *model = NULL, *system = NULL, *tmpl = NULL, *messages = NULL, *date = NULL;
-    kiln_cli_sampling smp;
-    kiln_cli_sampling_init(&smp);
-    int think = 1, render = 0, gen_prompt = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int used = kiln_cli_sampling_flag(cmd, argc, argv, &i, &smp);
-        if (used < 0) return KILN_EXIT_USAGE;
-        if (used) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(HELP, stdout);
-            return KILN_EXIT_OK;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--system")) {
-            if (!(system = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--chat-template")) {
-            if (!(tmpl = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--chat-date")) {
-            if (!(date = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--messages")) {
-            if (!(messages = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--think")) {
-            think = 1;
-        } else if (!strcmp(a, "--no-think")) {
-            think = 0;
-        } else if (!strcmp(a, "--render-only")) {
-            render = 1;
-        } else if (!strcmp(a, "--no-generation-prompt")) {
-            gen_prompt = 0;
-        } else {
-            return kiln_cli_usage_error(cmd, "unknown argument '%s'", a);
-        }
-    }
+    const char *cmd = COMMAND.name;
+    options opt;
+    int rc;
+    if (!kiln_cli_parse(&COMMAND, argc, argv, &opt, &rc)) return rc;
+    const char *model = opt.model, *system = opt.system, *tmpl = opt.chat_template;
     kiln_chat_options co;
     kiln_chat_options_init(&co);
-    co.add_generation_prompt = gen_prompt;
-    co.enable_thinking = think;
-    co.date = date;
-    if (render) return render_only(cmd, model, tmpl, messages, &co);
+    co.add_generation_prompt = opt.generation_prompt;
+    co.enable_thinking = opt.think;
+    co.date = opt.date;
+    if (opt.render_only) return render_only(cmd, model, tmpl, opt.messages, &co);
     if (!model) return kiln_cli_usage_error(cmd, "no model given (-m FILE)");
 
     kiln_program *prog = NULL;
     kiln_session *sess = NULL;
     kiln_tokenizer *tok = NULL;
     kiln_chat_message *conv = NULL;
-    int n_conv = 0, cap_conv = 0, rc = KILN_EXIT_OK, turn = 0, n_past = 0, ctx = 0;
+    int n_conv = 0, cap_conv = 0, turn = 0, n_past = 0, ctx = 0;
     int32_t *past = NULL; /* the ids the cache holds, positions 0..n_past */
     char *line = NULL;
     size_t line_cap = 0;
     answer ans = {0};
     kiln_chat_format fmt;
     kiln_llm *lm = NULL;
-    kiln_status st = kiln_cli_open_program(model, &smp, &prog);
+    rc = KILN_EXIT_OK;
+    kiln_status st = kiln_program_open_with(model, &opt.smp.open, &prog);
     if (!st) st = kiln_tokenizer_from_program(prog, &tok);
     if (!st) st = kiln_cli_chat_format(prog, tmpl, &fmt);
     if (!st) st = kiln_llm_bind(prog, &lm);
@@ -282,9 +281,8 @@ int kiln_cmd_chat(int argc, char **argv) {
         rc = kiln_cli_fail(cmd, kiln_error(KILN_ERR_NOMEM, "out of memory"));
         goto done;
     }
-    kiln_generate_options o;
-    kiln_generate_options_init(&o);
-    kiln_cli_sampling_apply(cmd, &smp, &o);
+    kiln_cli_sampling_seed(cmd, &opt.smp);
+    kiln_generate_options o = opt.smp.gen;
     o.on_token = on_token;
     o.user = &ans;
     int tty = isatty(0);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,38 +14,72 @@
 
 #include "cli.h"
 
-static const char *HELP =
-    "usage: kiln perplexity -m MODEL.kiln -f TEXT [options]\n"
-    "\n"
-    "Perplexity as llama.cpp's llama-perplexity computes it: the whole file is\n"
-    "tokenized (BOS first when the tokenizer adds one; special-token text is\n"
-    "plain text), cut into chunks of --ctx tokens, and each chunk runs from an\n"
-    "empty KV cache (its first token replaced by BOS when the tokenizer adds\n"
-    "one). Only the second half of each chunk is scored: the logits at\n"
-    "positions ctx/2 .. ctx-2 predicting the next token. stdout gets the\n"
-    "running perplexity after each chunk ([1]12.3456,[2]...) and\n"
-    "'Final estimate: PPL = X +/- Y', Y being the standard error.\n"
-    "\n"
-    "options:\n"
-    "  -m, --model FILE     compiled program (required)\n"
-    "  -f, --file TEXT      text file (required); at least 2 x ctx tokens\n"
-    "  -c, --ctx N          tokens per chunk: even, 16 .. the program's context\n"
-    "                       (default 512); a chunk longer than the program's\n"
-    "                       prefill size runs in several prefill calls\n"
-    "  --limit N            at most N chunks (llama.cpp: --chunks; default: all)\n"
-    "  --kl-base FILE       a second program with the same tokenizer (e.g. the\n"
-    "                       F16 model when -m is a quantized one), run on the\n"
-    "                       same chunks: reports mean KL divergence (base ||\n"
-    "                       model), PPL ratio, token probability differences\n"
-    "                       and top-1 agreement ('Same top p'), as llama.cpp's\n"
-    "                       --kl-divergence does\n"
-    "  -t, --threads N      threads to compute with (default: $KILN_THREADS, else\n"
-    "                       every core this process may run on)\n"
-    "  -h, --help           this text\n"
-    "\n"
-    "examples:\n"
-    "  kiln perplexity -m smollm2.kiln -f wiki.test.raw --ctx 512\n"
-    "  kiln perplexity -m q4_0.kiln --kl-base f16.kiln -f wiki.test.raw --limit 20\n";
+typedef struct {
+    const char *model, *text, *base;
+    long long ctx, limit;
+    kiln_open_options open;
+} options;
+
+#define OPT(field) offsetof(options, field)
+
+static int is_even(const void *v) {
+    return *(const long long *)v % 2 == 0;
+}
+
+static const kiln_cli_flag FLAGS[] = {
+    {KILN_CLI_STR, "-m, --model", "FILE", OPT(model), .path = KILN_CLI_IN_FILE,
+     .help = "compiled program (required)"},
+    {KILN_CLI_STR, "-f, --file", "TEXT", OPT(text), .path = KILN_CLI_IN_FILE,
+     .help = "text file (required); at least 2 x ctx tokens"},
+    {KILN_CLI_I64, "-c, --ctx", "N", OPT(ctx), .alias = "--ctx-size", .lo = 16, .hi = 1 << 24,
+     .valid = is_even, .rule = "must be an even number of tokens >= 16",
+     .help = "tokens per chunk: even, 16 .. the program's context\n"
+             "(default 512); a chunk longer than the program's\n"
+             "prefill size runs in several prefill calls"},
+    {KILN_CLI_I64, "--limit", "N", OPT(limit), .alias = "--chunks", .lo = 1, .hi = 0x7fffffff,
+     .rule = "must be a number of chunks >= 1",
+     .help = "at most N chunks (llama.cpp: --chunks; default: all)"},
+    {KILN_CLI_STR, "--kl-base", "FILE", OPT(base), .path = KILN_CLI_IN_FILE,
+     .help = "a second program with the same tokenizer (e.g. the\n"
+             "F16 model when -m is a quantized one), run on the\n"
+             "same chunks: reports mean KL divergence (base ||\n"
+             "model), PPL ratio, token probability differences\n"
+             "and top-1 agreement ('Same top p'), as llama.cpp's\n"
+             "--kl-divergence does"},
+    KILN_CLI_THREADS(OPT(open.n_threads)),
+    {KILN_CLI_END},
+};
+
+static void init(void *p) {
+    options *o = p;
+    memset(o, 0, sizeof *o);
+    o->ctx = 512;
+    o->limit = -1;
+}
+
+static const kiln_cli_command COMMAND = {
+    .name = "perplexity",
+    .about = "usage: kiln perplexity -m MODEL.kiln -f TEXT [options]\n"
+             "\n"
+             "Perplexity as llama.cpp's llama-perplexity computes it: the whole file is\n"
+             "tokenized (BOS first when the tokenizer adds one; special-token text is\n"
+             "plain text), cut into chunks of --ctx tokens, and each chunk runs from an\n"
+             "empty KV cache (its first token replaced by BOS when the tokenizer adds\n"
+             "one). Only the second half of each chunk is scored: the logits at\n"
+             "positions ctx/2 .. ctx-2 predicting the next token. stdout gets the\n"
+             "running perplexity after each chunk ([1]12.3456,[2]...) and\n"
+             "'Final estimate: PPL = X +/- Y', Y being the standard error.\n"
+             "\n",
+    .notes = "\n"
+             "examples:\n"
+             "  kiln perplexity -m smollm2.kiln -f wiki.test.raw --ctx 512\n"
+             "  kiln perplexity -m q4_0.kiln --kl-base f16.kiln -f wiki.test.raw --limit 20\n",
+    .column = 23,
+    .flags = FLAGS,
+    .size = sizeof(options),
+    .init = init,
+    .unknown = "unknown argument '%s'",
+};
 
 static const char *CMD = "perplexity";
 
@@ -113,10 +148,11 @@ typedef struct {
 
 /* Opens a program, its tokenizer and a session, and binds it as an LLM
  * whose prefill gives every row's logits. 0 or an exit code. */
-static int model_open(ppl_model *m, const char *path, const kiln_cli_sampling *smp) {
+static int model_open(ppl_model *m, const char *path, const kiln_open_options *open) {
     kiln_status st;
     m->path = path;
-    if ((st = kiln_cli_open_program(path, smp, &m->prog)) || (st = kiln_tokenizer_from_program(m->prog, &m->tok)) ||
+    if ((st = kiln_program_open_with(path, open, &m->prog)) ||
+        (st = kiln_tokenizer_from_program(m->prog, &m->tok)) ||
         (st = kiln_llm_bind(m->prog, &m->lm)))
         return kiln_cli_fail(CMD, st);
     const kiln_llm_limits *lim = kiln_llm_get_limits(m->lm);
@@ -453,41 +489,16 @@ static int eval_chunk(ppl_model *model, ppl_model *base, const int32_t *chunk, c
 /* ---- the command -------------------------------------------------------------- */
 
 int kiln_cmd_perplexity(int argc, char **argv) {
-    const char *model_path = NULL, *text_path = NULL, *base_path = NULL;
-    long long n_ctx = 512, limit = -1;
-    kiln_cli_sampling smp;
-    kiln_cli_sampling_init(&smp);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(HELP, stdout);
-            return KILN_EXIT_OK;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (kiln_cli_sampling_flag(CMD, argc, argv, &i, &smp) < 0) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model_path = kiln_cli_value(CMD, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (!(text_path = kiln_cli_value(CMD, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--kl-base")) {
-            if (!(base_path = kiln_cli_value(CMD, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx") || !strcmp(a, "--ctx-size")) {
-            if (!(val = kiln_cli_value(CMD, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_int(val, 16, 1 << 24, &n_ctx) || n_ctx % 2)
-                return kiln_cli_usage_error(
-                    CMD, "%s must be an even number of tokens >= 16, got '%s'", a, val);
-        } else if (!strcmp(a, "--limit") || !strcmp(a, "--chunks")) {
-            if (!(val = kiln_cli_value(CMD, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_int(val, 1, 0x7fffffff, &limit))
-                return kiln_cli_usage_error(CMD, "%s must be a number of chunks >= 1, got '%s'", a,
-                                            val);
-        } else {
-            return kiln_cli_usage_error(CMD, "unknown argument '%s'", a);
-        }
-    }
+    options o;
+    int rc;
+    if (!kiln_cli_parse(&COMMAND, argc, argv, &o, &rc)) return rc;
+    const char *model_path = o.model, *text_path = o.text, *base_path = o.base;
+    long long limit = o.limit;
     if (!model_path) return kiln_cli_usage_error(CMD, "no model given (-m FILE)");
     if (!text_path) return kiln_cli_usage_error(CMD, "no text given (-f FILE)");
 
-    int rc = KILN_EXIT_OK, ctx = (int)n_ctx;
+    int ctx = (int)o.ctx;
+    rc = KILN_EXIT_OK;
     ppl_model model = {0}, base = {0};
     int32_t *ids = NULL, *chunk = NULL;
     float *kld_v = NULL, *dp_v = NULL;
@@ -496,8 +507,8 @@ int kiln_cmd_perplexity(int argc, char **argv) {
     if (!text) return fail("cannot read '%s': %s", text_path, strerror(errno));
 
     double t_load = now_s();
-    if ((rc = model_open(&model, model_path, &smp)) ||
-        (base_path && (rc = model_open(&base, base_path, &smp))))
+    if ((rc = model_open(&model, model_path, &o.open)) ||
+        (base_path && (rc = model_open(&base, base_path, &o.open))))
         goto done;
     const ppl_model *ms[2] = {&model, base_path ? &base : NULL};
     for (int k = 0; k < 2; k++)
