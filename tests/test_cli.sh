@@ -264,7 +264,7 @@ expect bench_bad_reps 2 "-r must be an integer in 1..1000, got '0'" -- "$KILN" b
 expect bench_bad_format 2 "-o must be table, csv or json, got 'xml'" -- "$KILN" bench -m "$P" -o xml
 expect bench_bad_list 2 "-p needs a comma-separated list" -- "$KILN" bench -m "$P" -p 8,,4
 expect bench_bad_number 2 "-n takes integers in 0..1048576, got 'x'" -- "$KILN" bench -m "$P" -n x
-expect bench_bad_threads 2 "-t takes integers in 1..1024, got '0'" -- "$KILN" bench -m "$P" -t 0
+expect bench_bad_threads 2 "-t takes integers in 1..256, got '0'" -- "$KILN" bench -m "$P" -t 0
 expect bench_nothing 2 "nothing to measure" -- "$KILN" bench -m "$P" -p 0 -n 0
 expect bench_unknown_option 2 "unknown option '--frob'" -- "$KILN" bench -m "$P" --frob
 expect bench_machine_and_model 2 "drop -m" -- "$KILN" bench --machine -m "$P"

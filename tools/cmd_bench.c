@@ -3,6 +3,7 @@
  * as a table, CSV or JSON; `kiln bench --machine` measures the machine
  * itself (src/devtools/machine.c) and stores it for the profiler. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,81 +13,83 @@
 #include "cli.h"
 #include "devtools/devtools.h"
 
-static const char *HELP =
-    "usage: kiln bench -m MODEL.kiln [options]\n"
-    "       kiln bench --machine [-t N]\n"
-    "\n"
-    "Measures a program as llama-bench does: ppN prefills N random tokens\n"
-    "(in one call when the program's prefill method takes N tokens, else in\n"
-    "calls of its prefill size), tgN runs N one-token decode steps from an\n"
-    "empty cache. Each test runs once to warm up, then -r times, each from a\n"
-    "cleared KV cache; t/s is the mean and standard deviation of the runs.\n"
-    "\n"
-    "options:\n"
-    "  -m, --model FILE     program to measure (required unless --machine)\n"
-    "  -p, --n-prompt LIST  prompt lengths, comma-separated (default 512; 0 = none)\n"
-    "  -n, --n-gen LIST     generation lengths (default 128; 0 = none)\n"
-    "  -t, --threads LIST   thread counts (default: $KILN_THREADS, else the cores)\n"
-    "  -r, --repetitions N  timed runs per test (default 5)\n"
-    "  -o, --output FMT     table (default), csv, or json (llama-bench's field names)\n"
-    "  --machine            measure memory read bandwidth and peak f32 FMA and int8\n"
-    "                       dot rates on 1 and N threads (N: the largest -t), print\n"
-    "                       them and store them in $KILN_CACHE/machine.json\n"
-    "                       (default cache ~/.cache/kiln)\n"
-    "  --mem-mib N          --machine: size of the buffer streamed (default 1024)\n"
-    "  --trace FILE         record a profile of every method call, warm-ups\n"
-    "                       included (docs/TRACE.md; one -t value)\n"
-    "  -h, --help           this text\n"
-    "\n"
-    "examples:\n"
-    "  kiln bench -m smollm2.kiln -p 128,512 -n 128 -t 1,4\n"
-    "  kiln bench --machine -t 8\n";
-
-#define MAX_LIST 64
+enum { OUT_TABLE, OUT_CSV, OUT_JSON };
 
 typedef struct {
-    int v[MAX_LIST];
-    int n;
-} int_list;
+    const char *model, *trace;
+    kiln_cli_ints pp, tg, threads; /* threads.n 0: the default */
+    int reps, format, machine;
+    long long mem_mib;
+} options;
 
-/* "a,b,c" of integers in [lo, hi]; 0 ok, else a usage error was printed. */
-static int parse_list(const char *cmd, const char *flag, const char *s, long long lo, long long hi,
-                      int_list *out) {
-    char buf[1024];
-    if (!*s || strlen(s) >= sizeof buf) {
-        kiln_cli_usage_error(cmd, "%s needs a comma-separated list of integers, got '%s'", flag, s);
-        return -1;
-    }
-    strcpy(buf, s);
-    out->n = 0;
-    char *save = NULL;
-    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        long long v;
-        if (kiln_cli_int(item, lo, hi, &v)) {
-            kiln_cli_usage_error(cmd, "%s takes integers in %lld..%lld, got '%s'", flag, lo, hi,
-                                 item);
-            return -1;
-        }
-        if (out->n == MAX_LIST) {
-            kiln_cli_usage_error(cmd, "%s: at most %d values", flag, MAX_LIST);
-            return -1;
-        }
-        out->v[out->n++] = (int)v;
-    }
-    size_t l = strlen(s);
-    if (!out->n || s[0] == ',' || s[l - 1] == ',' || strstr(s, ",,")) {
-        kiln_cli_usage_error(cmd, "%s needs a comma-separated list of integers, got '%s'", flag, s);
-        return -1;
-    }
-    return 0;
+#define OPT(field) offsetof(options, field)
+
+static const char *const FORMATS[] = {"table", "csv", "json", NULL};
+
+static const kiln_cli_flag FLAGS[] = {
+    {KILN_CLI_STR, "-m, --model", "FILE", OPT(model), .path = KILN_CLI_IN_FILE,
+     .help = "program to measure (required unless --machine)"},
+    {KILN_CLI_INTS, "-p, --n-prompt", "LIST", OPT(pp), .lo = 0, .hi = 1 << 20,
+     .help = "prompt lengths, comma-separated (default 512; 0 = none)"},
+    {KILN_CLI_INTS, "-n, --n-gen", "LIST", OPT(tg), .lo = 0, .hi = 1 << 20,
+     .help = "generation lengths (default 128; 0 = none)"},
+    {KILN_CLI_INTS, "-t, --threads", "LIST", OPT(threads), .lo = 1, .hi = KILN_MAX_THREADS,
+     .help = "thread counts (default: $KILN_THREADS, else the cores)"},
+    {KILN_CLI_INT, "-r, --repetitions", "N", OPT(reps), .lo = 1, .hi = 1000,
+     .help = "timed runs per test (default 5)"},
+    {KILN_CLI_CHOICE, "-o, --output", "FMT", OPT(format), .choices = FORMATS,
+     .help = "table (default), csv, or json (llama-bench's field names)"},
+    {KILN_CLI_SET, "--machine", NULL, OPT(machine), .lo = 1,
+     .help = "measure memory read bandwidth and peak f32 FMA and int8\n"
+             "dot rates on 1 and N threads (N: the largest -t), print\n"
+             "them and store them in $KILN_CACHE/machine.json\n"
+             "(default cache ~/.cache/kiln)"},
+    {KILN_CLI_I64, "--mem-mib", "N", OPT(mem_mib), .lo = 1, .hi = 1 << 20,
+     .help = "--machine: size of the buffer streamed (default 1024)"},
+    {KILN_CLI_STR, "--trace", "FILE", OPT(trace), .path = KILN_CLI_OUT_FILE,
+     .help = "record a profile of every method call, warm-ups\n"
+             "included (docs/TRACE.md; one -t value)"},
+    {KILN_CLI_END},
+};
+
+static void init(void *p) {
+    options *o = p;
+    memset(o, 0, sizeof *o);
+    o->pp = (kiln_cli_ints){{512}, 1};
+    o->tg = (kiln_cli_ints){{128}, 1};
+    o->reps = 5;
+    o->format = OUT_TABLE;
+    o->mem_mib = 1024;
 }
+
+static const kiln_cli_command COMMAND = {
+    .name = "bench",
+    .about = "usage: kiln bench -m MODEL.kiln [options]\n"
+             "       kiln bench --machine [-t N]\n"
+             "\n"
+             "Measures a program as llama-bench does: ppN prefills N random tokens\n"
+             "(in one call when the program's prefill method takes N tokens, else in\n"
+             "calls of its prefill size), tgN runs N one-token decode steps from an\n"
+             "empty cache. Each test runs once to warm up, then -r times, each from a\n"
+             "cleared KV cache; t/s is the mean and standard deviation of the runs.\n"
+             "\n",
+    .notes = "\n"
+             "examples:\n"
+             "  kiln bench -m smollm2.kiln -p 128,512 -n 128 -t 1,4\n"
+             "  kiln bench --machine -t 8\n",
+    .column = 23,
+    .flags = FLAGS,
+    .size = sizeof(options),
+    .init = init,
+    .stray = "unexpected argument '%s' (the model goes after -m)",
+};
 
 static int default_threads(void) {
     const char *env = getenv("KILN_THREADS");
     long long v;
-    if (env && *env && !kiln_cli_int(env, 1, 1024, &v)) return (int)v;
+    if (env && *env && !kiln_cli_int(env, 1, KILN_MAX_THREADS, &v)) return (int)v;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
+    return n < 1 ? 1 : n > KILN_MAX_THREADS ? KILN_MAX_THREADS : (int)n;
 }
 
 static uint64_t peak_rss_bytes(void) {
@@ -200,8 +203,6 @@ static kiln_status run_test(kiln_session *s, const kiln_llm *lm, result *r, cons
 
 /* ---- output ---------------------------------------------------------------------- */
 
-enum { OUT_TABLE, OUT_CSV, OUT_JSON };
-
 static void fmt_size(char *buf, size_t cap, uint64_t b) {
     if (b >= (1ull << 30))
         snprintf(buf, cap, "%.2f GiB", b / 1073741824.0);
@@ -297,62 +298,14 @@ static void print_result(int fmt, const model_info *mi, const result *r, int fir
 /* ---- the command ------------------------------------------------------------------- */
 
 int kiln_cmd_bench(int argc, char **argv) {
-    const char *cmd = "bench", *model = NULL, *val, *trace_path = NULL;
-    int_list pp = {{512}, 1}, tg = {{128}, 1}, threads = {{0}, 0};
-    int reps = 5, fmt = OUT_TABLE, machine = 0;
-    long long v, mem_mib = 1024;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(HELP, stdout);
-            return KILN_EXIT_OK;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i)) ||
-                parse_list(cmd, a, val, 0, 1 << 20, &pp))
-                return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i)) ||
-                parse_list(cmd, a, val, 0, 1 << 20, &tg))
-                return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i)) ||
-                parse_list(cmd, a, val, 1, 1024, &threads))
-                return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_int(val, 1, 1000, &v))
-                return kiln_cli_usage_error(cmd, "%s must be an integer in 1..1000, got '%s'", a,
-                                            val);
-            reps = (int)v;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (!strcmp(val, "table"))
-                fmt = OUT_TABLE;
-            else if (!strcmp(val, "csv"))
-                fmt = OUT_CSV;
-            else if (!strcmp(val, "json"))
-                fmt = OUT_JSON;
-            else
-                return kiln_cli_usage_error(cmd, "%s must be table, csv or json, got '%s'", a, val);
-        } else if (!strcmp(a, "--machine")) {
-            machine = 1;
-        } else if (!strcmp(a, "--trace")) {
-            if (!(trace_path = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--mem-mib")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_int(val, 1, 1 << 20, &mem_mib))
-                return kiln_cli_usage_error(
-                    cmd, "--mem-mib must be an integer in 1..1048576, got '%s'", val);
-        } else {
-            return kiln_cli_usage_error(cmd,
-                                        a[0] == '-'
-                                            ? "unknown option '%s'"
-                                            : "unexpected argument '%s' (the model goes after -m)",
-                                        a);
-        }
-    }
+    const char *cmd = COMMAND.name;
+    options o;
+    int rc;
+    if (!kiln_cli_parse(&COMMAND, argc, argv, &o, &rc)) return rc;
+    const char *model = o.model, *trace_path = o.trace;
+    kiln_cli_ints pp = o.pp, tg = o.tg, threads = o.threads;
+    int reps = o.reps, fmt = o.format, machine = o.machine;
+    long long mem_mib = o.mem_mib;
     if (machine) {
         if (model)
             return kiln_cli_usage_error(cmd,
@@ -382,9 +335,10 @@ int kiln_cmd_bench(int argc, char **argv) {
     const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
     g_model_w = (int)strlen(base) > 5 ? (int)strlen(base) : 5;
     int32_t *toks = NULL;
-    int first = 1, header = 0, rc = KILN_EXIT_OK;
+    int first = 1, header = 0;
+    rc = KILN_EXIT_OK;
     kiln_status st = KILN_OK;
-    char notes[MAX_LIST][128];
+    char notes[KILN_CLI_MAX_LIST][128];
     int n_notes = 0;
     for (int ti = 0; ti < threads.n && !st; ti++) {
         kiln_open_options oo;
@@ -459,7 +413,7 @@ int kiln_cmd_bench(int argc, char **argv) {
             if (!(st = run_test(s, lm, r, toks))) {
                 print_result(fmt, &mi, r, first);
                 first = 0;
-                if (is_pp && ti == 0 && n_notes < MAX_LIST) {
+                if (is_pp && ti == 0 && n_notes < KILN_CLI_MAX_LIST) {
                     if (n <= mi.prefill_max)
                         snprintf(notes[n_notes++], sizeof notes[0],
                                  "pp%d: one prefill call of %d tokens", n, n);
