@@ -59,7 +59,8 @@ int kiln_cli_int(const char *s, long long lo, long long hi, long long *out) {
     return 0;
 }
 
-int kiln_cli_float(const char *s, double lo, double hi, double *out) {
+/* Parses a finite float in [lo, hi]; 0 on success. */
+static int parse_float(const char *s, double lo, double hi, double *out) {
     if (!s || !*s) return -1;
     char *end;
     errno = 0;
@@ -69,7 +70,8 @@ int kiln_cli_float(const char *s, double lo, double hi, double *out) {
     return 0;
 }
 
-const char *kiln_cli_value(const char *cmd, int argc, char **argv, int *i) {
+/* The value after a flag: argv[++*i], or NULL (usage error printed). */
+static const char *flag_value(const char *cmd, int argc, char **argv, int *i) {
     if (*i + 1 >= argc) {
         kiln_cli_usage_error(cmd, "%s needs a value", argv[*i]);
         return NULL;
@@ -299,7 +301,7 @@ static int store(const char *cmd, const kiln_cli_flag *f, const char *typed, int
         break;
     case KILN_CLI_FLOAT:
     case KILN_CLI_DOUBLE:
-        if (kiln_cli_float(val, f->lo, f->hi, &d) || ((f->bits & KILN_CLI_OPEN_LO) && !(d > f->lo)))
+        if (parse_float(val, f->lo, f->hi, &d) || ((f->bits & KILN_CLI_OPEN_LO) && !(d > f->lo)))
             return bad_value(cmd, f, typed, val);
         if (f->kind == KILN_CLI_FLOAT)
             *(float *)dest = (float)d;
@@ -488,7 +490,7 @@ int kiln_cli_parse(const kiln_cli_command *c, int argc, char **argv, void *optio
                 return 0;
             }
             if (f->kind != KILN_CLI_SET && f->kind != KILN_CLI_SWITCH &&
-                !(val = kiln_cli_value(c->name, argc, argv, &i))) {
+                !(val = flag_value(c->name, argc, argv, &i))) {
                 *rc = KILN_EXIT_USAGE;
                 return 0;
             }

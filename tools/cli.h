@@ -26,11 +26,6 @@ int kiln_cli_fail(const char *cmd, kiln_status st);
 
 /* Parses a whole decimal integer in [lo, hi]; 0 on success. */
 int kiln_cli_int(const char *s, long long lo, long long hi, long long *out);
-/* Parses a finite float in [lo, hi]. */
-int kiln_cli_float(const char *s, double lo, double hi, double *out);
-
-/* The value after a flag: argv[++*i], or NULL (usage error printed). */
-const char *kiln_cli_value(const char *cmd, int argc, char **argv, int *i);
 
 /* A progress callback for kiln_compile: a bar on stderr when it is a
  * terminal, stops on Ctrl-C. */
