@@ -107,6 +107,14 @@ a=$("$KILN" generate -m "$P" -p "the" -n 10 --temp 0.9 --seed 42 --print-ids 2>/
 b=$("$KILN" generate -m "$P" -p "the" -n 10 --temp 0.9 --seed 42 --print-ids 2>/dev/null)
 if [ -n "$a" ] && [ "$a" = "$b" ]; then ok gen_seed_reproducible; else bad gen_seed_reproducible "'$a' vs '$b'"; fi
 expect gen_random_seed_printed 0 "seed " -- "$KILN" generate -m "$P" -p "the" -n 3
+# --ignore-eos: the fixture's greedy answer to "1 87" is three 87s, then its
+# end token (1) stops it; told to ignore end tokens it runs to -n, the end
+# token kept.
+out=$("$KILN" generate -m "$P" --prompt-ids "1 87" -n 8 --temp 0 --print-ids 2>/dev/null)
+if [ "$out" = "87 87 87" ]; then ok gen_stops_at_end; else bad gen_stops_at_end "got '$out'"; fi
+out=$("$KILN" generate -m "$P" --prompt-ids "1 87" -n 8 --temp 0 --print-ids --ignore-eos --stats-json "$WORK/eos.json" 2>/dev/null)
+if [ "$(wc -w <<<"$out")" = 8 ] && [[ "$out" == "87 87 87 1 "* ]] && grep -q '"generated_tokens": 8' "$WORK/eos.json"
+then ok gen_ignore_eos; else bad gen_ignore_eos "got '$out'"; fi
 
 # Sampler options: llama.cpp's names; bad values are usage errors naming the flag.
 expect gen_bad_top_k 2 "--top-k must be" -- "$KILN" generate -m "$P" -p hi --top-k -1

@@ -27,6 +27,10 @@ static const kiln_cli_flag FLAGS[] = {
     {KILN_CLI_STR, "--prompt-ids", "IDS", OPT(prompt_ids),
      .help = "prompt token ids, space- or comma-separated, used as given"},
     {KILN_CLI_TABLE, NULL, NULL, OPT(smp), .table = kiln_cli_sampling_flags},
+    {KILN_CLI_SET, "--ignore-eos", NULL, OPT(smp.gen.ignore_eos), .lo = 1,
+     .help = "end tokens do not stop generation: they are kept and\n"
+             "printed like any other (with -n N: exactly N tokens,\n"
+             "as llama.cpp's --ignore-eos, for benchmarks)"},
     {KILN_CLI_STRS, "--stop", "STRING", OPT(stop), .bits = KILN_CLI_NONEMPTY,
      .help = "stop when the generated text ends with STRING (not\n"
              "printed); repeatable; not with --print-ids"},
