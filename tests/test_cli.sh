@@ -129,6 +129,14 @@ expect chat_bad_threads 2 "-t must be a thread count" -- "$KILN" chat -m "$P" --
 t1=$("$KILN" generate -m "$P" --prompt-ids "1 2 3" -n 12 --temp 0 --print-ids -t 1 2>/dev/null)
 t3=$("$KILN" generate -m "$P" --prompt-ids "1 2 3" -n 12 --temp 0 --print-ids --threads 3 2>/dev/null)
 if [ -n "$t1" ] && [ "$t1" = "$t3" ]; then ok gen_threads_same_ids; else bad gen_threads_same_ids "'$t1' vs '$t3'"; fi
+# --backend ref runs the same program on the reference backend: on the f32
+# fixture its greedy ids are cpu's; an unknown backend is a usage error.
+tr=$("$KILN" generate -m "$P" --prompt-ids "1 2 3" -n 12 --temp 0 --print-ids --backend ref 2>/dev/null)
+if [ -n "$tr" ] && [ "$tr" = "$t1" ]; then ok gen_backend_ref_same_ids; else bad gen_backend_ref_same_ids "'$tr' vs '$t1'"; fi
+expect gen_backend_unknown 2 "--backend must be cpu or ref, got 'npu'" -- "$KILN" generate -m "$P" -p hi --backend npu
+expect chat_backend_unknown 2 "--backend must be cpu or ref, got 'gpu'" -- "$KILN" chat -m "$P" --backend gpu
+out=$(printf 'hi\n' | "$KILN" chat -m "$P" --chat-template chatml -n 6 --temp 0 --backend ref 2>&1)
+if [ $? = 0 ] && grep -q "turn 1: prefilled" <<<"$out"; then ok chat_backend_ref; else bad chat_backend_ref "$out"; fi
 expect gen_stop_with_ids 2 "--stop works on text" -- "$KILN" generate -m "$P" -p hi --stop x --print-ids
 expect gen_all_samplers 0 "" -- "$KILN" generate -m "$P" -p "the" -n 8 --temp 0.7 --seed 3 --top-k 5 --top-p 0.9 --min-p 0.1 --repeat-penalty 1.3 --repeat-last-n -1
 # The fixture's greedy text for "the" is "the" then "222222222" (12 tokens).
@@ -276,6 +284,9 @@ expect bench_bad_threads 2 "-t takes integers in 1..256, got '0'" -- "$KILN" ben
 expect bench_nothing 2 "nothing to measure" -- "$KILN" bench -m "$P" -p 0 -n 0
 expect bench_unknown_option 2 "unknown option '--frob'" -- "$KILN" bench -m "$P" --frob
 expect bench_machine_and_model 2 "drop -m" -- "$KILN" bench --machine -m "$P"
+expect bench_machine_and_backend 2 "--backend applies to a model's runs" -- "$KILN" bench --machine --backend ref
+expect bench_backend_unknown 2 "--backend must be cpu or ref, got 'npu'" -- "$KILN" bench -m "$P" --backend npu
+expect bench_backend_ref 0 "| ref        |       1 |           pp8 |" -- "$KILN" bench -m "$P" -p 8 -n 0 -r 1 -t 1 --backend ref
 expect bench_too_long 1 "does not fit the program's context" -- "$KILN" bench -m "$P" -p 100000 -r 1
 expect bench_missing_file 1 "nope.kiln" -- "$KILN" bench -m "$WORK/nope.kiln"
 

@@ -543,6 +543,7 @@ const kiln_cli_flag kiln_cli_sampling_flags[] = {
      .rule = "must be -1 or a non-negative integer",
      .help = "sampler seed; -1 (default) = random, printed on stderr"},
     KILN_CLI_THREADS(SMP(open.n_threads)),
+    KILN_CLI_BACKEND(SMP(open.backend)),
     {KILN_CLI_END},
 };
 

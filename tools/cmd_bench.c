@@ -16,7 +16,7 @@
 enum { OUT_TABLE, OUT_CSV, OUT_JSON };
 
 typedef struct {
-    const char *model, *trace;
+    const char *model, *trace, *backend;
     kiln_cli_ints pp, tg, threads; /* threads.n 0: the default */
     int reps, format, machine;
     long long mem_mib;
@@ -35,6 +35,7 @@ static const kiln_cli_flag FLAGS[] = {
      .help = "generation lengths (default 128; 0 = none)"},
     {KILN_CLI_INTS, "-t, --threads", "LIST", OPT(threads), .lo = 1, .hi = KILN_MAX_THREADS,
      .help = "thread counts (default: $KILN_THREADS, else the cores)"},
+    KILN_CLI_BACKEND(OPT(backend)),
     {KILN_CLI_INT, "-r, --repetitions", "N", OPT(reps), .lo = 1, .hi = 1000,
      .help = "timed runs per test (default 5)"},
     {KILN_CLI_CHOICE, "-o, --output", "FMT", OPT(format), .choices = FORMATS,
@@ -310,6 +311,8 @@ int kiln_cmd_bench(int argc, char **argv) {
         if (model)
             return kiln_cli_usage_error(cmd,
                                         "--machine measures the machine, not a model: drop -m");
+        if (o.backend)
+            return kiln_cli_usage_error(cmd, "--backend applies to a model's runs, not --machine");
         int n = default_threads();
         if (threads.n) {
             n = 1;
@@ -344,6 +347,7 @@ int kiln_cmd_bench(int argc, char **argv) {
         kiln_open_options oo;
         memset(&oo, 0, sizeof oo);
         oo.n_threads = threads.v[ti];
+        oo.backend = o.backend;
         kiln_program *p = NULL;
         kiln_session *s = NULL;
         kiln_llm *lm = NULL;
