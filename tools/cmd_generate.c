@@ -268,142 +268,151 @@ static long long peak_rss(void) {
 #endif
 }
 
-int kiln_cmd_generate(int argc, char **argv) {
+/* The rules between flags: 0, or 2 after the message. */
+static int check_args(const options *o) {
     const char *cmd = COMMAND.name;
-    options opt;
-    int rc;
-    if (!kiln_cli_parse(&COMMAND, argc, argv, &opt, &rc)) return rc;
-    const char *model = opt.model, *prompt = opt.prompt, *prompt_ids = opt.prompt_ids;
-    const char *stats_json = opt.stats_json, *system = opt.system,
-               *chat_template = opt.chat_template;
-    const char *trace_path = opt.trace;
-    int chat = opt.chat, think = opt.think, print_ids = opt.print_ids, no_stats = opt.no_stats;
-    kiln_trace *trace = NULL;
-    if (!model) return kiln_cli_usage_error(cmd, "no model given (-m FILE)");
-    if (!prompt == !prompt_ids) return kiln_cli_usage_error(cmd, "give exactly one of -p and --prompt-ids");
-    if (chat && !prompt) return kiln_cli_usage_error(cmd, "--chat needs -p TEXT");
-    if (!chat && (system || chat_template)) return kiln_cli_usage_error(cmd, "--system and --chat-template need --chat");
-    if (opt.stop.n && print_ids)
+    if (!o->model) return kiln_cli_usage_error(cmd, "no model given (-m FILE)");
+    if (!o->prompt == !o->prompt_ids)
+        return kiln_cli_usage_error(cmd, "give exactly one of -p and --prompt-ids");
+    if (o->chat && !o->prompt) return kiln_cli_usage_error(cmd, "--chat needs -p TEXT");
+    if (!o->chat && (o->system || o->chat_template))
+        return kiln_cli_usage_error(cmd, "--system and --chat-template need --chat");
+    if (o->stop.n && o->print_ids)
         return kiln_cli_usage_error(cmd,
                                     "--stop works on text; it cannot be used with --print-ids");
+    return 0;
+}
 
-    kiln_program *prog = NULL;
-    kiln_session *sess = NULL;
-    kiln_tokenizer *tok = NULL;
-    int32_t *ids = NULL;
-    int n_ids = 0;
-    printer pr = {NULL, NULL, -1, 0, 0, 0, 0, opt.stop.v, opt.stop.n, NULL, 0, 0};
-    double load_t0 = now_ms();
-    rc = KILN_EXIT_OK;
-    kiln_status st = kiln_program_open_with(model, &opt.smp.open, &prog);
-    /* Ids in, ids out needs no tokenizer. */
-    if (!st && !(prompt_ids && print_ids)) st = kiln_tokenizer_from_program(prog, &tok);
-    if (st) {
-        rc = kiln_cli_fail(cmd, st);
-        goto done;
+/* The prompt's ids into *ids (malloc'd): --prompt-ids as given, or -p
+ * rendered as a user turn (--chat) or encoded (BOS where the tokenizer adds
+ * one). 0, or the exit code after the message. */
+static int prompt_tokens(const options *o, const kiln_program *prog, const kiln_tokenizer *tok,
+                         int32_t **ids, int *n_ids) {
+    const char *cmd = COMMAND.name;
+    kiln_status st;
+    if (o->prompt_ids) {
+        if (parse_ids(o->prompt_ids, ids, n_ids) || *n_ids == 0)
+            return kiln_cli_usage_error(cmd, "--prompt-ids must be non-negative integers, got '%s'",
+                                        o->prompt_ids);
+        return 0;
     }
-    if (prompt_ids) {
-        if (parse_ids(prompt_ids, &ids, &n_ids) || n_ids == 0) {
-            rc = kiln_cli_usage_error(cmd, "--prompt-ids must be non-negative integers, got '%s'", prompt_ids);
-            goto done;
-        }
-    } else if (chat) {
+    if (o->chat) {
         kiln_chat_message msgs[2];
         int n_msgs = 0;
         kiln_chat_format fmt;
         char *text = NULL;
         size_t len;
-        if (system) msgs[n_msgs++] = (kiln_chat_message){"system", system};
-        msgs[n_msgs++] = (kiln_chat_message){"user", prompt};
-        if ((st = kiln_cli_chat_format(prog, chat_template, &fmt)) ||
-            (st = kiln_chat_render(fmt, msgs, n_msgs, 1, think, &text, &len)) ||
-            (st = kiln_cli_chat_encode(tok, text, len, &ids, &n_ids))) {
-            kiln_chat_free(text);
-            rc = kiln_cli_fail(cmd, st);
-            goto done;
-        }
+        if (o->system) msgs[n_msgs++] = (kiln_chat_message){"system", o->system};
+        msgs[n_msgs++] = (kiln_chat_message){"user", o->prompt};
+        if (!(st = kiln_cli_chat_format(prog, o->chat_template, &fmt)) &&
+            !(st = kiln_chat_render(fmt, msgs, n_msgs, 1, o->think, &text, &len)))
+            st = kiln_cli_chat_encode(tok, text, len, ids, n_ids);
         kiln_chat_free(text);
-    } else {
-        size_t len = strlen(prompt);
-        int cap = 2 * (int)len + 3; /* SentencePiece may need two ids a byte around added tokens */
-        ids = malloc(sizeof *ids * (size_t)cap);
-        if (!ids) {
-            rc = kiln_cli_fail(cmd, KILN_ERR_NOMEM);
-            goto done;
-        }
-        if ((st = kiln_tokenizer_encode(tok, prompt, len, 1, ids, cap, &n_ids))) {
-            rc = kiln_cli_fail(cmd, st);
-            goto done;
-        }
+        return st ? kiln_cli_fail(cmd, st) : 0;
     }
+    size_t len = strlen(o->prompt);
+    int cap = 2 * (int)len + 3; /* SentencePiece may need two ids a byte around added tokens */
+    if (!(*ids = malloc(sizeof **ids * (size_t)cap))) return kiln_cli_fail(cmd, KILN_ERR_NOMEM);
+    st = kiln_tokenizer_encode(tok, o->prompt, len, 1, *ids, cap, n_ids);
+    return st ? kiln_cli_fail(cmd, st) : 0;
+}
+
+/* Echoes the prompt in text mode as decoded from its tokens (llama2.c: as
+ * run.c does, the BOS it starts with is not shown). */
+static void echo_prompt(printer *pr, const int32_t *ids, int n_ids, int runc) {
+    for (int i = 0; i < n_ids; i++) {
+        if (runc && i == 0 && ids[0] == kiln_tokenizer_bos(pr->tok)) {
+            pr->prev = ids[0];
+            continue;
+        }
+        print_token(pr, ids[i]);
+    }
+}
+
+/* The statistics on stderr (unless --no-stats) and in --stats-json; the
+ * exit code of a generation that ran. */
+static int report(const options *o, const kiln_generate_result *res, double load_ms) {
+    int rc = KILN_EXIT_OK;
+    long long rss = peak_rss();
+    if (!o->no_stats) print_stats(stderr, res, load_ms, rss);
+    if (o->stats_json && write_stats_json(o->stats_json, res, load_ms, rss)) {
+        fprintf(stderr, "kiln generate: error: cannot write '%s'\n", o->stats_json);
+        rc = KILN_EXIT_FAIL;
+    }
+    if (kiln_cli_interrupted) {
+        fprintf(stderr, "kiln generate: interrupted after %d tokens\n", res->n_generated);
+        rc = KILN_EXIT_INTERRUPTED;
+    }
+    return rc;
+}
+
+/* Writes what the trace recorded, even after a failure, and frees it;
+ * returns rc, or the exit code of a failed write. */
+static int finish_trace(const options *o, kiln_trace *trace, kiln_session *sess, int rc) {
+    kiln_status ts = kiln_trace_write(trace, sess, o->trace);
+    if (ts)
+        rc = kiln_cli_fail(COMMAND.name, ts);
+    else if (!o->no_stats)
+        fprintf(stderr, "kiln generate: trace of %lld events written to %s\n",
+                (long long)kiln_trace_event_count(trace), o->trace);
+    kiln_session_set_trace(sess, NULL);
+    kiln_trace_free(trace);
+    return rc;
+}
+
+int kiln_cmd_generate(int argc, char **argv) {
+    const char *cmd = COMMAND.name;
+    options opt;
+    int rc;
+    if (!kiln_cli_parse(&COMMAND, argc, argv, &opt, &rc)) return rc;
+    if ((rc = check_args(&opt))) return rc;
+
+    kiln_program *prog = NULL;
+    kiln_session *sess = NULL;
+    kiln_tokenizer *tok = NULL;
+    kiln_trace *trace = NULL;
+    int32_t *ids = NULL;
+    int n_ids = 0, print_ids = opt.print_ids;
+    printer pr = {NULL, NULL, -1, print_ids, 0, 0, 0, opt.stop.v, opt.stop.n, NULL, 0, 0};
+    double load_t0 = now_ms();
+    kiln_status st = kiln_program_open_with(opt.model, &opt.smp.open, &prog);
+    /* Ids in, ids out needs no tokenizer. */
+    if (!st && !(opt.prompt_ids && print_ids)) st = kiln_tokenizer_from_program(prog, &tok);
+    if (st) goto fail;
+    if ((rc = prompt_tokens(&opt, prog, tok, &ids, &n_ids))) goto done;
     kiln_cli_sampling_seed(cmd, &opt.smp);
     kiln_generate_options o = opt.smp.gen;
-    pr.tok = tok;
-    pr.print_ids = print_ids;
-    const char *tok_model = kiln_program_meta_str(prog, "tokenizer.model");
-    int runc = tok_model && !strcmp(tok_model, "llama2c");
-    if (tok && !print_ids && !runc && (st = kiln_detokenizer_create(tok, &pr.detok))) {
-        rc = kiln_cli_fail(cmd, st);
-        goto done;
-    }
     o.on_token = on_token;
     o.user = &pr;
-    if ((st = kiln_session_create(prog, &sess))) {
-        rc = kiln_cli_fail(cmd, st);
-        goto done;
-    }
+    pr.tok = tok;
+    const char *tok_model = kiln_program_meta_str(prog, "tokenizer.model");
+    int runc = tok_model && !strcmp(tok_model, "llama2c");
+    if ((tok && !print_ids && !runc && (st = kiln_detokenizer_create(tok, &pr.detok))) ||
+        (st = kiln_session_create(prog, &sess)))
+        goto fail;
     double load_ms = now_ms() - load_t0;
-    if (trace_path && ((st = kiln_trace_create(&trace)) || (st = kiln_session_set_trace(sess, trace)))) {
-        rc = kiln_cli_fail(cmd, st);
-        goto done;
-    }
-    if ((st = kiln_generate_check(prog, ids, n_ids, &o))) {
-        rc = kiln_cli_fail(cmd, st);
-        goto done;
-    }
-    /* Echo the prompt in text mode as decoded from its tokens (llama2.c: as
-     * run.c does, the BOS it starts with is not shown). */
-    if (!print_ids && !chat) { /* tok is set: text mode needs it */
-        for (int i = 0; i < n_ids; i++) {
-            if (runc && i == 0 && ids[0] == kiln_tokenizer_bos(tok)) {
-                pr.prev = ids[0];
-                continue;
-            }
-            print_token(&pr, ids[i]);
-        }
-    }
+    if ((opt.trace &&
+         ((st = kiln_trace_create(&trace)) || (st = kiln_session_set_trace(sess, trace)))) ||
+        (st = kiln_generate_check(prog, ids, n_ids, &o)))
+        goto fail;
+    if (!print_ids && !opt.chat) echo_prompt(&pr, ids, n_ids, runc); /* tok is set: text mode */
     kiln_generate_result res;
     pr.generating = 1;
     st = kiln_generate(sess, ids, n_ids, &o, &res);
     if (trace) kiln_trace_set_positions(trace, st ? 0 : res.n_prompt + res.n_generated);
     if (st) {
         if (!print_ids) fflush(stdout);
-        rc = kiln_cli_fail(cmd, st);
-        goto done;
+        goto fail;
     }
     if (!print_ids) print_flush(&pr);
     printf("\n");
     fflush(stdout);
-    long long rss = peak_rss();
-    if (!no_stats) print_stats(stderr, &res, load_ms, rss);
-    if (stats_json && write_stats_json(stats_json, &res, load_ms, rss)) {
-        fprintf(stderr, "kiln generate: error: cannot write '%s'\n", stats_json);
-        rc = KILN_EXIT_FAIL;
-    }
-    if (kiln_cli_interrupted) {
-        fprintf(stderr, "kiln generate: interrupted after %d tokens\n", res.n_generated);
-        rc = KILN_EXIT_INTERRUPTED;
-    }
+    rc = report(&opt, &res, load_ms);
+    goto done;
+fail:
+    rc = kiln_cli_fail(cmd, st);
 done:
-    if (trace) { /* what was recorded, even after a failure */
-        kiln_status ts = kiln_trace_write(trace, sess, trace_path);
-        if (ts) rc = kiln_cli_fail(cmd, ts);
-        else if (!no_stats)
-            fprintf(stderr, "kiln generate: trace of %lld events written to %s\n",
-                    (long long)kiln_trace_event_count(trace), trace_path);
-        kiln_session_set_trace(sess, NULL);
-        kiln_trace_free(trace);
-    }
+    if (trace) rc = finish_trace(&opt, trace, sess, rc);
     free(pr.held);
     kiln_detokenizer_free(pr.detok);
     free(ids);
