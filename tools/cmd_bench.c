@@ -298,164 +298,179 @@ static void print_result(int fmt, const model_info *mi, const result *r, int fir
 
 /* ---- the command ------------------------------------------------------------------- */
 
-int kiln_cmd_bench(int argc, char **argv) {
+/* --machine: the largest -t (default: the default thread count). */
+static int bench_machine(const options *o) {
     const char *cmd = COMMAND.name;
+    if (o->model)
+        return kiln_cli_usage_error(cmd, "--machine measures the machine, not a model: drop -m");
+    if (o->backend)
+        return kiln_cli_usage_error(cmd, "--backend applies to a model's runs, not --machine");
+    int n = default_threads();
+    if (o->threads.n) {
+        n = 1;
+        for (int i = 0; i < o->threads.n; i++)
+            if (o->threads.v[i] > n) n = o->threads.v[i];
+    }
+    return run_machine(cmd, n, o->mem_mib);
+}
+
+/* The rules between flags; a thread count when none is given. 0, or 2
+ * after the message. */
+static int check_args(options *o) {
+    const char *cmd = COMMAND.name;
+    if (!o->model) return kiln_cli_usage_error(cmd, "no model given (-m FILE)");
+    if (o->trace && o->threads.n > 1)
+        return kiln_cli_usage_error(cmd, "--trace records one thread count: give one -t value");
+    if (!o->threads.n) o->threads.v[o->threads.n++] = default_threads();
+    int any = 0;
+    for (int i = 0; i < o->pp.n; i++)
+        any |= o->pp.v[i] > 0;
+    for (int i = 0; i < o->tg.n; i++)
+        any |= o->tg.v[i] > 0;
+    if (!any) return kiln_cli_usage_error(cmd, "nothing to measure: every -p and -n is 0");
+    return 0;
+}
+
+/* A run over the thread counts: the model, the tokens the tests take, what
+ * has been printed. */
+typedef struct {
+    const options *o;
+    model_info mi;
+    int32_t *toks;     /* random ids, as many as the longest test */
+    int first, header; /* no result printed yet; the header printed */
+    char notes[KILN_CLI_MAX_LIST][128];
+    int n_notes;
+} bench;
+
+/* The first program opened: what it is, whether the tests fit its context,
+ * the random tokens (inside the vocabulary, the same every time); then the
+ * header. */
+static kiln_status bench_prepare(bench *b, const kiln_program *p, const kiln_llm *lm) {
+    const options *o = b->o;
+    describe(p, lm, &b->mi);
+    int longest = 0;
+    for (int i = 0; i < o->pp.n; i++)
+        longest = o->pp.v[i] > longest ? o->pp.v[i] : longest;
+    for (int i = 0; i < o->tg.n; i++)
+        longest = o->tg.v[i] > longest ? o->tg.v[i] : longest;
+    if (longest > b->mi.ctx)
+        return kiln_error(
+            KILN_ERR_INVALID_ARG,
+            "a test of %d tokens does not fit the program's context of %lld positions", longest,
+            (long long)b->mi.ctx);
+    if (!(b->toks = malloc(sizeof(int32_t) * (size_t)(longest ? longest : 1))))
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    unsigned long long rs = 1234;
+    for (int i = 0; i < longest; i++) {
+        rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+        b->toks[i] = (int32_t)((rs >> 33) % (unsigned long long)b->mi.vocab);
+    }
+    print_header(o->format);
+    b->header = 1;
+    return KILN_OK;
+}
+
+/* How ppN ran, for the table's notes. */
+static void note_prefill(bench *b, int n) {
+    int64_t max = b->mi.prefill_max;
+    if (b->n_notes == KILN_CLI_MAX_LIST) return;
+    if (n <= max)
+        snprintf(b->notes[b->n_notes++], sizeof b->notes[0], "pp%d: one prefill call of %d tokens",
+                 n, n);
+    else
+        snprintf(b->notes[b->n_notes++], sizeof b->notes[0],
+                 "pp%d: %d prefill calls of up to %d tokens (the program's prefill size)", n,
+                 (int)((n + max - 1) / max), (int)max);
+}
+
+/* Every test on one session of the program at thread count ti. */
+static kiln_status bench_tests(bench *b, kiln_session *s, const kiln_llm *lm, int ti) {
+    const options *o = b->o;
+    kiln_status st = KILN_OK;
+    for (int k = 0; k < o->pp.n + o->tg.n && !st; k++) {
+        int is_pp = k < o->pp.n, n = is_pp ? o->pp.v[k] : o->tg.v[k - o->pp.n];
+        if (!n) continue;
+        result *r = calloc(1, sizeof *r);
+        if (!r) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+        r->n_prompt = is_pp ? n : 0;
+        r->n_gen = is_pp ? 0 : n;
+        r->n_threads = o->threads.v[ti];
+        r->n_batch = is_pp ? (n < b->mi.prefill_max ? n : (int)b->mi.prefill_max) : 1;
+        r->reps = o->reps;
+        if (!(st = run_test(s, lm, r, b->toks))) {
+            print_result(o->format, &b->mi, r, b->first);
+            b->first = 0;
+            if (is_pp && ti == 0) note_prefill(b, n);
+        }
+        free(r);
+    }
+    return st;
+}
+
+/* Opens the program at thread count ti and runs the tests on it, traced
+ * with --trace. */
+static kiln_status bench_threads(bench *b, int ti) {
+    const options *o = b->o;
+    kiln_open_options oo;
+    memset(&oo, 0, sizeof oo);
+    oo.n_threads = o->threads.v[ti];
+    oo.backend = o->backend;
+    kiln_program *p = NULL;
+    kiln_session *s = NULL;
+    kiln_llm *lm = NULL;
+    kiln_trace *trace = NULL;
+    int traced = 0;
+    kiln_status st = kiln_program_open_with(o->model, &oo, &p);
+    if (!st) st = kiln_llm_bind(p, &lm);
+    if (!st && ti == 0) st = bench_prepare(b, p, lm);
+    if (!st) st = kiln_session_create(p, &s);
+    if (!st && o->trace && !(st = kiln_trace_create(&trace)))
+        traced = !(st = kiln_session_set_trace(s, trace));
+    if (!st) st = bench_tests(b, s, lm, ti);
+    if (traced) { /* what was recorded, a failed test included */
+        kiln_status ts = kiln_trace_write(trace, s, o->trace);
+        if (!st) st = ts;
+        if (!ts)
+            fprintf(stderr, "kiln bench: trace of %lld events written to %s\n",
+                    (long long)kiln_trace_event_count(trace), o->trace);
+    }
+    kiln_trace_free(trace);
+    kiln_session_destroy(s);
+    kiln_llm_free(lm);
+    kiln_program_close(p);
+    return st;
+}
+
+int kiln_cmd_bench(int argc, char **argv) {
     options o;
     int rc;
     if (!kiln_cli_parse(&COMMAND, argc, argv, &o, &rc)) return rc;
-    const char *model = o.model, *trace_path = o.trace;
-    kiln_cli_ints pp = o.pp, tg = o.tg, threads = o.threads;
-    int reps = o.reps, fmt = o.format, machine = o.machine;
-    long long mem_mib = o.mem_mib;
-    if (machine) {
-        if (model)
-            return kiln_cli_usage_error(cmd,
-                                        "--machine measures the machine, not a model: drop -m");
-        if (o.backend)
-            return kiln_cli_usage_error(cmd, "--backend applies to a model's runs, not --machine");
-        int n = default_threads();
-        if (threads.n) {
-            n = 1;
-            for (int i = 0; i < threads.n; i++)
-                if (threads.v[i] > n) n = threads.v[i];
-        }
-        return run_machine(cmd, n, mem_mib);
-    }
-    if (!model) return kiln_cli_usage_error(cmd, "no model given (-m FILE)");
-    if (trace_path && threads.n > 1)
-        return kiln_cli_usage_error(cmd, "--trace records one thread count: give one -t value");
-    if (!threads.n) threads.v[threads.n++] = default_threads();
-    int any = 0;
-    for (int i = 0; i < pp.n; i++)
-        any |= pp.v[i] > 0;
-    for (int i = 0; i < tg.n; i++)
-        any |= tg.v[i] > 0;
-    if (!any) return kiln_cli_usage_error(cmd, "nothing to measure: every -p and -n is 0");
+    if (o.machine) return bench_machine(&o);
+    if ((rc = check_args(&o))) return rc;
 
-    model_info mi;
-    memset(&mi, 0, sizeof mi);
-    mi.path = model;
-    const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
+    bench b;
+    memset(&b, 0, sizeof b);
+    b.o = &o;
+    b.first = 1;
+    b.mi.path = o.model;
+    const char *base = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
     g_model_w = (int)strlen(base) > 5 ? (int)strlen(base) : 5;
-    int32_t *toks = NULL;
-    int first = 1, header = 0;
-    rc = KILN_EXIT_OK;
     kiln_status st = KILN_OK;
-    char notes[KILN_CLI_MAX_LIST][128];
-    int n_notes = 0;
-    for (int ti = 0; ti < threads.n && !st; ti++) {
-        kiln_open_options oo;
-        memset(&oo, 0, sizeof oo);
-        oo.n_threads = threads.v[ti];
-        oo.backend = o.backend;
-        kiln_program *p = NULL;
-        kiln_session *s = NULL;
-        kiln_llm *lm = NULL;
-        if ((st = kiln_program_open_with(model, &oo, &p))) break;
-        if ((st = kiln_llm_bind(p, &lm))) {
-            kiln_program_close(p);
-            break;
-        }
-        if (ti == 0) {
-            describe(p, lm, &mi);
-            int longest = 0;
-            for (int i = 0; i < pp.n; i++)
-                longest = pp.v[i] > longest ? pp.v[i] : longest;
-            for (int i = 0; i < tg.n; i++)
-                longest = tg.v[i] > longest ? tg.v[i] : longest;
-            if (longest > mi.ctx) {
-                st = kiln_error(
-                    KILN_ERR_INVALID_ARG,
-                    "a test of %d tokens does not fit the program's context of %lld positions",
-                    longest, (long long)mi.ctx);
-                kiln_llm_free(lm);
-                kiln_program_close(p);
-                break;
-            }
-            /* random ids inside the vocabulary, the same every time */
-            toks = malloc(sizeof(int32_t) * (size_t)(longest ? longest : 1));
-            if (!toks) {
-                st = kiln_error(KILN_ERR_NOMEM, "out of memory");
-                kiln_llm_free(lm);
-                kiln_program_close(p);
-                break;
-            }
-            unsigned long long rs = 1234;
-            for (int i = 0; i < longest; i++) {
-                rs = rs * 6364136223846793005ull + 1442695040888963407ull;
-                toks[i] = (int32_t)((rs >> 33) % (unsigned long long)mi.vocab);
-            }
-            print_header(fmt);
-            header = 1;
-        }
-        if ((st = kiln_session_create(p, &s))) {
-            kiln_llm_free(lm);
-            kiln_program_close(p);
-            break;
-        }
-        kiln_trace *trace = NULL;
-        if (trace_path && ((st = kiln_trace_create(&trace)) || (st = kiln_session_set_trace(s, trace)))) {
-            kiln_trace_free(trace);
-            kiln_session_destroy(s);
-            kiln_llm_free(lm);
-            kiln_program_close(p);
-            break;
-        }
-        for (int k = 0; k < pp.n + tg.n && !st; k++) {
-            int is_pp = k < pp.n, n = is_pp ? pp.v[k] : tg.v[k - pp.n];
-            if (!n) continue;
-            result *r = calloc(1, sizeof *r);
-            if (!r) {
-                st = kiln_error(KILN_ERR_NOMEM, "out of memory");
-                break;
-            }
-            r->n_prompt = is_pp ? n : 0;
-            r->n_gen = is_pp ? 0 : n;
-            r->n_threads = threads.v[ti];
-            r->n_batch = is_pp ? (n < mi.prefill_max ? n : (int)mi.prefill_max) : 1;
-            r->reps = reps;
-            if (!(st = run_test(s, lm, r, toks))) {
-                print_result(fmt, &mi, r, first);
-                first = 0;
-                if (is_pp && ti == 0 && n_notes < KILN_CLI_MAX_LIST) {
-                    if (n <= mi.prefill_max)
-                        snprintf(notes[n_notes++], sizeof notes[0],
-                                 "pp%d: one prefill call of %d tokens", n, n);
-                    else
-                        snprintf(notes[n_notes++], sizeof notes[0],
-                                 "pp%d: %d prefill calls of up to %d tokens (the program's prefill "
-                                 "size)",
-                                 n, (int)((n + mi.prefill_max - 1) / mi.prefill_max),
-                                 (int)mi.prefill_max);
-                }
-            }
-            free(r);
-        }
-        if (trace) {
-            kiln_status ts = kiln_trace_write(trace, s, trace_path);
-            if (!st) st = ts;
-            if (!ts)
-                fprintf(stderr, "kiln bench: trace of %lld events written to %s\n",
-                        (long long)kiln_trace_event_count(trace), trace_path);
-            kiln_trace_free(trace);
-        }
-        kiln_session_destroy(s);
-        kiln_llm_free(lm);
-        kiln_program_close(p);
-    }
+    for (int ti = 0; ti < o.threads.n && !st; ti++)
+        st = bench_threads(&b, ti);
     if (st) {
-        if (fmt == OUT_JSON && header) printf("\n]\n");
+        if (o.format == OUT_JSON && b.header) printf("\n]\n");
         fflush(stdout);
-        rc = kiln_cli_fail(cmd, st);
-    } else if (fmt == OUT_JSON) {
+        rc = kiln_cli_fail(COMMAND.name, st);
+    } else if (o.format == OUT_JSON) {
         printf("\n]\n");
-    } else if (fmt == OUT_TABLE) {
+    } else if (o.format == OUT_TABLE) {
         printf("\n");
-        for (int i = 0; i < n_notes; i++)
-            printf("%s\n", notes[i]);
+        for (int i = 0; i < b.n_notes; i++)
+            printf("%s\n", b.notes[i]);
         uint64_t rss = peak_rss_bytes();
         printf("peak RSS: %.1f MiB (%llu bytes)\n", rss / 1048576.0, (unsigned long long)rss);
     }
-    free(toks);
+    free(b.toks);
     return rc;
 }
