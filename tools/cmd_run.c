@@ -661,6 +661,107 @@ static int pick_method(const kiln_program *p, const char *s) {
     return -2;
 }
 
+/* The methods run, their inputs, and the rules of --gen-len and
+ * --prompt-len, once the program is open: 0 with *st the failure (or
+ * KILN_OK), or the exit code of a usage error (printed). */
+static int plan_run(runner *r, int which, kiln_status *st) {
+    const options *o = r->o;
+    if (!kiln_llm_bind(r->prog, &r->lm)) {
+        r->vocab = kiln_llm_get_limits(r->lm)->vocab;
+        r->ctx = kiln_llm_get_limits(r->lm)->context;
+    }
+    r->n_m = which < 0 ? kiln_program_method_count(r->prog) : 1;
+    if (!(r->m = calloc((size_t)r->n_m + 1, sizeof *r->m))) {
+        *st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+        return 0;
+    }
+    for (int j = 0; j < r->n_m; j++)
+        if ((*st = method_init(r, which < 0 ? j : which, &r->m[j]))) return 0;
+    r->llm = which < 0 && !o->inputs && is_llm(r);
+    if (o->have_gen_len && !r->llm)
+        return kiln_cli_usage_error(
+            CMD, "--gen-len applies to --method all on a language model (prefill and decode) "
+                 "without --inputs");
+    if (r->llm) {
+        if (o->prompt_len > r->ctx)
+            return kiln_cli_usage_error(CMD,
+                                        "--prompt-len %lld is more than the context (%lld tokens)",
+                                        o->prompt_len, (long long)r->ctx);
+        if (o->prompt_len + o->gen_len == 0)
+            return kiln_cli_usage_error(CMD, "--prompt-len 0 and --gen-len 0: nothing to run");
+        return 0;
+    }
+    int usage = 0;
+    if ((*st = load_inputs(r, &usage)))
+        return usage ? kiln_cli_usage_error(CMD, "%s", kiln_last_error()) : 0;
+    if (o->have_prompt_len) {
+        int dyn = 0;
+        for (int j = 0; j < r->n_m; j++)
+            for (int i = 0; i < r->m[j].n_in; i++)
+                dyn |= r->m[j].in[i].info.dynamic_mask != 0;
+        if (!dyn || (o->inputs && !o->have_seed))
+            return kiln_cli_usage_error(
+                CMD, "--prompt-len applies to --method all on a language model, or to "
+                     "random inputs of a method that takes a token count");
+    }
+    return 0;
+}
+
+/* What runs, on stderr. */
+static void say_what(const runner *r) {
+    const options *o = r->o;
+    char used[256], what[512];
+    kiln_program_backends_used(r->prog, r->n_m == 1 ? r->m[0].index : -1, used, sizeof used);
+    if (r->llm)
+        snprintf(what, sizeof what,
+                 "prefill %lld + decode %lld tokens per iteration, one session (context %lld)",
+                 o->prompt_len, o->gen_len, (long long)r->ctx);
+    else if (r->n_m == 1)
+        snprintf(what, sizeof what, "method '%s'", r->m[0].name);
+    else
+        snprintf(what, sizeof what, "every method in turn (%d)", r->n_m);
+    fprintf(stderr, "kiln run: %s: %s, %lld iteration%s after %lld warm-up, backend %s\n",
+            kiln_basename(o->model), what, o->iterations, o->iterations == 1 ? "" : "s", o->warm_up,
+            used);
+}
+
+/* The warm-ups, then the timed iterations (their times into times[],
+ * printed); the last one's tensors kept for --output-dir. */
+static kiln_status iterate(runner *r, double *times) {
+    const options *o = r->o;
+    for (long long it = -o->warm_up; it < o->iterations; it++) {
+        char label[64];
+        if (it < 0)
+            snprintf(label, sizeof label, "warm-up %lld", it + o->warm_up + 1);
+        else
+            snprintf(label, sizeof label, "iteration %lld", it + 1);
+        r->capture = o->output_dir && it == o->iterations - 1;
+        double ms = 0;
+        kiln_status st = r->llm ? llm_iteration(r, label, &ms) : plain_iteration(r, label, &ms);
+        if (st) return st;
+        if (it >= 0) {
+            times[it] = ms;
+            printf("%s: %.2f ms\n", label, ms);
+            fflush(stdout);
+        }
+    }
+    return KILN_OK;
+}
+
+/* Writes what the trace recorded, a failed iteration included, and frees
+ * it; returns rc, or the exit code of a failed write. */
+static int finish_trace(const runner *r, kiln_trace *trace, int rc) {
+    if (r->llm) kiln_trace_set_positions(trace, r->pos);
+    kiln_status ts = kiln_trace_write(trace, r->sess, r->o->trace);
+    if (ts)
+        rc = kiln_cli_fail(CMD, ts);
+    else
+        fprintf(stderr, "kiln run: trace of %lld events written to %s\n",
+                (long long)kiln_trace_event_count(trace), r->o->trace);
+    kiln_trace_free(trace);
+    return rc;
+}
+
 int kiln_cmd_run(int argc, char **argv) {
     options o;
     int rc;
@@ -672,7 +773,7 @@ int kiln_cmd_run(int argc, char **argv) {
     double *times = NULL;
     kiln_trace *trace = NULL;
     kiln_tensor_folder out_dir = {0};
-    kiln_status st;
+    kiln_status st = KILN_OK;
     kiln_open_options oo;
     memset(&oo, 0, sizeof oo);
     oo.n_threads = (int)o.threads;
@@ -683,95 +784,18 @@ int kiln_cmd_run(int argc, char **argv) {
         rc = KILN_EXIT_USAGE;
         goto out;
     }
-    if (!kiln_llm_bind(r.prog, &r.lm)) {
-        r.vocab = kiln_llm_get_limits(r.lm)->vocab;
-        r.ctx = kiln_llm_get_limits(r.lm)->context;
-    }
-    r.n_m = which < 0 ? kiln_program_method_count(r.prog) : 1;
-    if (!(r.m = calloc((size_t)r.n_m + 1, sizeof *r.m))) {
-        st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+    if ((rc = plan_run(&r, which, &st))) goto out;
+    if (st || (st = kiln_session_create(r.prog, &r.sess))) goto fail;
+    if (o.trace &&
+        ((st = kiln_trace_create(&trace)) || (st = kiln_session_set_trace(r.sess, trace))))
         goto fail;
-    }
-    for (int j = 0; j < r.n_m; j++)
-        if ((st = method_init(&r, which < 0 ? j : which, &r.m[j]))) goto fail;
-    r.llm = which < 0 && !o.inputs && is_llm(&r);
-    if (o.have_gen_len && !r.llm) {
-        rc = kiln_cli_usage_error(
-            CMD, "--gen-len applies to --method all on a language model (prefill and decode) "
-                 "without --inputs");
-        goto out;
-    }
-    if (r.llm) {
-        if (o.prompt_len > r.ctx) {
-            rc = kiln_cli_usage_error(CMD,
-                                      "--prompt-len %lld is more than the context (%lld tokens)",
-                                      o.prompt_len, (long long)r.ctx);
-            goto out;
-        }
-        if (o.prompt_len + o.gen_len == 0) {
-            rc = kiln_cli_usage_error(CMD, "--prompt-len 0 and --gen-len 0: nothing to run");
-            goto out;
-        }
-    } else {
-        int usage = 0;
-        if ((st = load_inputs(&r, &usage))) {
-            if (usage) {
-                rc = kiln_cli_usage_error(CMD, "%s", kiln_last_error());
-                goto out;
-            }
-            goto fail;
-        }
-        if (o.have_prompt_len) {
-            int dyn = 0;
-            for (int j = 0; j < r.n_m; j++)
-                for (int i = 0; i < r.m[j].n_in; i++)
-                    dyn |= r.m[j].in[i].info.dynamic_mask != 0;
-            if (!dyn || (o.inputs && !o.have_seed)) {
-                rc = kiln_cli_usage_error(
-                    CMD, "--prompt-len applies to --method all on a language model, or to "
-                         "random inputs of a method that takes a token count");
-                goto out;
-            }
-        }
-    }
-    if ((st = kiln_session_create(r.prog, &r.sess))) goto fail;
-    if (o.trace && ((st = kiln_trace_create(&trace)) || (st = kiln_session_set_trace(r.sess, trace)))) goto fail;
     if (o.output_dir && (st = kiln_tensor_folder_create(o.output_dir, &out_dir))) goto fail;
     if (!(times = calloc((size_t)o.iterations, sizeof *times))) {
         st = kiln_error(KILN_ERR_NOMEM, "out of memory");
         goto fail;
     }
-
-    char used[256], what[512];
-    kiln_program_backends_used(r.prog, r.n_m == 1 ? r.m[0].index : -1, used, sizeof used);
-    if (r.llm)
-        snprintf(what, sizeof what,
-                 "prefill %lld + decode %lld tokens per iteration, one session (context %lld)",
-                 o.prompt_len, o.gen_len, (long long)r.ctx);
-    else if (r.n_m == 1)
-        snprintf(what, sizeof what, "method '%s'", r.m[0].name);
-    else
-        snprintf(what, sizeof what, "every method in turn (%d)", r.n_m);
-    fprintf(stderr, "kiln run: %s: %s, %lld iteration%s after %lld warm-up, backend %s\n",
-            kiln_basename(o.model), what, o.iterations, o.iterations == 1 ? "" : "s", o.warm_up,
-            used);
-
-    for (long long it = -o.warm_up; it < o.iterations; it++) {
-        char label[64];
-        if (it < 0)
-            snprintf(label, sizeof label, "warm-up %lld", it + o.warm_up + 1);
-        else
-            snprintf(label, sizeof label, "iteration %lld", it + 1);
-        r.capture = o.output_dir && it == o.iterations - 1;
-        double ms = 0;
-        st = r.llm ? llm_iteration(&r, label, &ms) : plain_iteration(&r, label, &ms);
-        if (st) goto fail;
-        if (it >= 0) {
-            times[it] = ms;
-            printf("%s: %.2f ms\n", label, ms);
-            fflush(stdout);
-        }
-    }
+    say_what(&r);
+    if ((st = iterate(&r, times))) goto fail;
     summary(times, o.iterations);
     if (o.output_dir) {
         int n;
@@ -783,14 +807,7 @@ int kiln_cmd_run(int argc, char **argv) {
 fail:
     rc = kiln_cli_fail(CMD, st);
 out:
-    if (trace) { /* what was recorded, a failed iteration included */
-        if (r.llm) kiln_trace_set_positions(trace, r.pos);
-        kiln_status ts = kiln_trace_write(trace, r.sess, o.trace);
-        if (ts) rc = kiln_cli_fail(CMD, ts);
-        else fprintf(stderr, "kiln run: trace of %lld events written to %s\n",
-                     (long long)kiln_trace_event_count(trace), o.trace);
-        kiln_trace_free(trace);
-    }
+    if (trace) rc = finish_trace(&r, trace, rc);
     kiln_tensor_folder_free(&out_dir);
     free(times);
     for (int j = 0; r.m && j < r.n_m; j++)
