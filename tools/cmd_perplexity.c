@@ -488,131 +488,153 @@ static int eval_chunk(ppl_model *model, ppl_model *base, const int32_t *chunk, c
 
 /* ---- the command -------------------------------------------------------------- */
 
-int kiln_cmd_perplexity(int argc, char **argv) {
-    options o;
-    int rc;
-    if (!kiln_cli_parse(&COMMAND, argc, argv, &o, &rc)) return rc;
-    const char *model_path = o.model, *text_path = o.text, *base_path = o.base;
-    long long limit = o.limit;
-    if (!model_path) return kiln_cli_usage_error(CMD, "no model given (-m FILE)");
-    if (!text_path) return kiln_cli_usage_error(CMD, "no text given (-f FILE)");
+/* One evaluation: the programs, the text's ids and how they are cut. */
+typedef struct {
+    const options *o;
+    ppl_model model, base;
+    ppl_model *kl; /* &base with --kl-base, else NULL */
+    int32_t *ids, *chunk;
+    int n_ids, ctx, n_chunk, step, add_bos, bos;
+    long long n_scored;  /* positions scored in all */
+    float *kld_v, *dp_v; /* --kl-base: per scored position */
+    ppl_sums sums;
+} ppl_eval;
 
-    int ctx = (int)o.ctx;
-    rc = KILN_EXIT_OK;
-    ppl_model model = {0}, base = {0};
-    int32_t *ids = NULL, *chunk = NULL;
-    float *kld_v = NULL, *dp_v = NULL;
-    size_t text_len = 0;
-    char *text = read_file(text_path, &text_len);
-    if (!text) return fail("cannot read '%s': %s", text_path, strerror(errno));
-
-    double t_load = now_s();
-    if ((rc = model_open(&model, model_path, &o.open)) ||
-        (base_path && (rc = model_open(&base, base_path, &o.open))))
-        goto done;
-    const ppl_model *ms[2] = {&model, base_path ? &base : NULL};
-    for (int k = 0; k < 2; k++)
-        if (ms[k] && ctx > ms[k]->ctx) {
-            rc = fail("--ctx %d is more than the context of '%s' (%d tokens); use a smaller "
-                      "--ctx or compile the program with --max-seq %d",
-                      ctx, ms[k]->path, ms[k]->ctx, ctx);
-            goto done;
-        }
-    int n_ids = 0;
-    if ((rc = tokenize(model.tok, text, text_len, &ids, &n_ids))) goto done;
-    if (base_path && (rc = same_vocab(&model, &base, ids, n_ids, text, text_len))) goto done;
-    if (n_ids < 2 * ctx) {
-        rc = fail("'%s' tokenizes to %d token%s; --ctx %d needs at least %d (2 x ctx): give a "
-                  "longer text or a smaller --ctx",
-                  text_path, n_ids, n_ids == 1 ? "" : "s", ctx, 2 * ctx);
-        goto done;
-    }
-    int add_bos, add_eos, bos = kiln_tokenizer_bos(model.tok);
-    tok_specials(model.tok, &add_bos, &add_eos);
-    int n_chunk = n_ids / ctx;
-    if (limit > 0 && limit < n_chunk) n_chunk = (int)limit;
-    int first = ctx / 2, per_chunk = ctx - 1 - first;
-    /* Calls of the smaller prefill size, so the two programs' rows line up. */
-    int step = model.prefill_max;
-    if (base_path && base.prefill_max < step) step = base.prefill_max;
-    int calls = (ctx + step - 1) / step;
-    long long n_scored = (long long)n_chunk * per_chunk;
-    if (!(chunk = malloc(sizeof *chunk * (size_t)ctx)) ||
-        (base_path && (!(kld_v = malloc(sizeof *kld_v * (size_t)n_scored)) ||
-                       !(dp_v = malloc(sizeof *dp_v * (size_t)n_scored))))) {
-        rc = fail("out of memory for the values of %lld tokens", n_scored);
-        goto done;
-    }
+/* The plan on stderr (and the --kl-base table's header on stdout). */
+static void print_plan(const ppl_eval *e) {
+    int first = e->ctx / 2, per_chunk = e->ctx - 1 - first;
+    int calls = (e->ctx + e->step - 1) / e->step;
     fprintf(
         stderr,
         "kiln %s: '%s': %d tokens (%s); %d chunk%s of %d tokens%s, each from an empty KV cache%s\n",
-        CMD, text_path, n_ids, add_bos ? "BOS added" : "no BOS: the tokenizer adds none", n_chunk,
-        n_chunk == 1 ? "" : "s", ctx, n_chunk < n_ids / ctx ? " (--limit)" : "",
-        add_bos ? " with its first token replaced by BOS" : "");
+        CMD, e->o->text, e->n_ids, e->add_bos ? "BOS added" : "no BOS: the tokenizer adds none",
+        e->n_chunk, e->n_chunk == 1 ? "" : "s", e->ctx,
+        e->n_chunk < e->n_ids / e->ctx ? " (--limit)" : "",
+        e->add_bos ? " with its first token replaced by BOS" : "");
     fprintf(
         stderr,
         "kiln %s: each chunk in %d prefill call%s of at most %d tokens%s; scoring positions %d..%d "
         "(%d tokens a chunk, %lld in all)\n",
-        CMD, calls, calls > 1 ? "s" : "", step,
-        base_path ? " per program, the two programs call by call" : "", first, ctx - 2, per_chunk,
-        n_scored);
-    if (base_path)
+        CMD, calls, calls > 1 ? "s" : "", e->step,
+        e->kl ? " per program, the two programs call by call" : "", first, e->ctx - 2, per_chunk,
+        e->n_scored);
+    if (e->kl)
         printf("chunk             PPL               ln(PPL(Q)/PPL(base))          "
                "KL Divergence              Δp RMS            Same top p\n");
     fflush(stdout);
+}
 
-    ppl_sums sums;
-    int line_open = 0; /* a line of running values is unfinished on stdout */
-    memset(&sums, 0, sizeof sums);
-    double t0 = now_s();
-    t_load = t0 - t_load;
-    for (int c = 0; c < n_chunk; c++) {
+/* Opens the programs, tokenizes the text, checks that it and --ctx fit,
+ * and plans the chunks. 0 or an exit code (message printed). */
+static int prepare(ppl_eval *e, const char *text, size_t len) {
+    const options *o = e->o;
+    int rc, ctx = e->ctx, add_eos;
+    if ((rc = model_open(&e->model, o->model, &o->open)) ||
+        (o->base && (rc = model_open(&e->base, o->base, &o->open))))
+        return rc;
+    e->kl = o->base ? &e->base : NULL;
+    const ppl_model *ms[2] = {&e->model, e->kl};
+    for (int k = 0; k < 2; k++)
+        if (ms[k] && ctx > ms[k]->ctx)
+            return fail("--ctx %d is more than the context of '%s' (%d tokens); use a smaller "
+                        "--ctx or compile the program with --max-seq %d",
+                        ctx, ms[k]->path, ms[k]->ctx, ctx);
+    if ((rc = tokenize(e->model.tok, text, len, &e->ids, &e->n_ids))) return rc;
+    if (e->kl && (rc = same_vocab(&e->model, e->kl, e->ids, e->n_ids, text, len))) return rc;
+    if (e->n_ids < 2 * ctx)
+        return fail("'%s' tokenizes to %d token%s; --ctx %d needs at least %d (2 x ctx): give a "
+                    "longer text or a smaller --ctx",
+                    o->text, e->n_ids, e->n_ids == 1 ? "" : "s", ctx, 2 * ctx);
+    e->bos = kiln_tokenizer_bos(e->model.tok);
+    tok_specials(e->model.tok, &e->add_bos, &add_eos);
+    e->n_chunk = e->n_ids / ctx;
+    if (o->limit > 0 && o->limit < e->n_chunk) e->n_chunk = (int)o->limit;
+    /* Calls of the smaller prefill size, so the two programs' rows line up. */
+    e->step = e->model.prefill_max;
+    if (e->kl && e->kl->prefill_max < e->step) e->step = e->kl->prefill_max;
+    e->n_scored = (long long)e->n_chunk * (ctx - 1 - ctx / 2);
+    if (!(e->chunk = malloc(sizeof *e->chunk * (size_t)ctx)) ||
+        (e->kl && (!(e->kld_v = malloc(sizeof *e->kld_v * (size_t)e->n_scored)) ||
+                   !(e->dp_v = malloc(sizeof *e->dp_v * (size_t)e->n_scored)))))
+        return fail("out of memory for the values of %lld tokens", e->n_scored);
+    print_plan(e);
+    return 0;
+}
+
+/* Every chunk in turn, the running values printed after each. 0 or an
+ * exit code. */
+static int eval_chunks(ppl_eval *e) {
+    int rc = 0, ctx = e->ctx, line_open = 0; /* a line of running values is unfinished */
+    for (int c = 0; c < e->n_chunk; c++) {
         double tc = now_s();
-        memcpy(chunk, ids + (size_t)c * ctx, sizeof *chunk * (size_t)ctx);
-        if (add_bos) chunk[0] = bos;
-        if ((rc = eval_chunk(&model, base_path ? &base : NULL, chunk, ids + (size_t)c * ctx, ctx,
-                             step, &sums, kld_v, dp_v)))
-            goto failed;
+        memcpy(e->chunk, e->ids + (size_t)c * ctx, sizeof *e->chunk * (size_t)ctx);
+        if (e->add_bos) e->chunk[0] = e->bos;
+        if ((rc = eval_chunk(&e->model, e->kl, e->chunk, e->ids + (size_t)c * ctx, ctx, e->step,
+                             &e->sums, e->kld_v, e->dp_v)))
+            break;
         if (c == 0) {
             double t = now_s() - tc;
             fprintf(stderr, "kiln %s: %.2f seconds per chunk, ETA %.2f minutes\n", CMD, t,
-                    t * n_chunk / 60);
+                    t * e->n_chunk / 60);
         }
-        if (base_path) {
-            print_kl_row(c + 1, &sums);
+        if (e->kl) {
+            print_kl_row(c + 1, &e->sums);
         } else {
-            printf("[%d]%.4f,", c + 1, exp(sums.nll / (double)sums.count));
+            printf("[%d]%.4f,", c + 1, exp(e->sums.nll / (double)e->sums.count));
             line_open = 1;
         }
         fflush(stdout);
     }
     if (line_open) printf("\n");
-    double secs = now_s() - t0;
-    double mean = sums.nll / (double)sums.count, var = sums.nll2 / (double)sums.count - mean * mean;
-    if (base_path) print_kl_summary(&sums, kld_v, dp_v);
+    if (rc) fflush(stdout);
+    return rc;
+}
+
+/* The final estimate (and the --kl-base summary) on stdout, the times on
+ * stderr. */
+static void print_final(const ppl_eval *e, double t_load, double secs) {
+    const ppl_sums *s = &e->sums;
+    double mean = s->nll / (double)s->count, var = s->nll2 / (double)s->count - mean * mean;
+    if (e->kl) print_kl_summary(s, e->kld_v, e->dp_v);
     /* llama-perplexity's standard error: sqrt(var(nll) / (count - 1)) x PPL. */
-    if (base_path) printf("\n");
+    if (e->kl) printf("\n");
     printf("Final estimate: PPL = %.4f +/- %.5f\n", exp(mean),
-           var > 0 ? sqrt(var / (double)(sums.count - 1)) * exp(mean) : 0);
+           var > 0 ? sqrt(var / (double)(s->count - 1)) * exp(mean) : 0);
     fflush(stdout);
-    long long n_eval = (long long)n_chunk * ctx * (base_path ? 2 : 1);
+    long long n_eval = (long long)e->n_chunk * e->ctx * (e->kl ? 2 : 1);
     fprintf(stderr,
             "kiln %s: %d chunk%s, %lld tokens scored; load and tokenize %.2f s, evaluation %.2f s "
             "(%.1f tokens/s%s)\n",
-            CMD, n_chunk, n_chunk == 1 ? "" : "s", n_scored, t_load, secs,
-            secs > 0 ? (double)n_eval / secs : 0, base_path ? ", both programs" : "");
-    goto done;
+            CMD, e->n_chunk, e->n_chunk == 1 ? "" : "s", e->n_scored, t_load, secs,
+            secs > 0 ? (double)n_eval / secs : 0, e->kl ? ", both programs" : "");
+}
 
-failed:
-    if (line_open) printf("\n");
-    fflush(stdout);
-done:
-    free(dp_v);
-    free(kld_v);
-    free(chunk);
-    free(ids);
+int kiln_cmd_perplexity(int argc, char **argv) {
+    options o;
+    int rc;
+    if (!kiln_cli_parse(&COMMAND, argc, argv, &o, &rc)) return rc;
+    if (!o.model) return kiln_cli_usage_error(CMD, "no model given (-m FILE)");
+    if (!o.text) return kiln_cli_usage_error(CMD, "no text given (-f FILE)");
+
+    ppl_eval e;
+    memset(&e, 0, sizeof e);
+    e.o = &o;
+    e.ctx = (int)o.ctx;
+    size_t text_len = 0;
+    char *text = read_file(o.text, &text_len);
+    if (!text) return fail("cannot read '%s': %s", o.text, strerror(errno));
+    double t_load = now_s();
+    if (!(rc = prepare(&e, text, text_len))) {
+        double t0 = now_s();
+        t_load = t0 - t_load;
+        if (!(rc = eval_chunks(&e))) print_final(&e, t_load, now_s() - t0);
+    }
+    free(e.dp_v);
+    free(e.kld_v);
+    free(e.chunk);
+    free(e.ids);
     free(text);
-    model_close(&base);
-    model_close(&model);
+    model_close(&e.base);
+    model_close(&e.model);
     return rc;
 }
