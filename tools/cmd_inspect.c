@@ -440,17 +440,9 @@ static void jnum(const char *key, double v, int last) {
     printf(last ? "" : ",");
 }
 
-static void print_json(const insp_report *rp) {
+/* --format json: the methods. */
+static void json_methods(const insp_report *rp) {
     const insp_trace *t = rp->t;
-    const insp_memory *m = &t->mem;
-    printf("{\"trace\":");
-    insp_json_str(stdout, t->path, 0);
-    printf(",\"program\":");
-    insp_json_str(stdout, t->program, 0);
-    printf(",\"kiln\":");
-    insp_json_str(stdout, t->kiln, 0);
-    printf(",\"calls\":%lld,\"events\":%lld,\"by\":\"%s\",\"all_ms\":%.17g,\n\"methods\":[",
-           (long long)t->n_calls, (long long)t->n_events, by_name(rp->by), rp->all_ms);
     for (int i = 0; i < rp->n_methods; i++) {
         const insp_method_stat *s = &rp->methods[i];
         printf("%s\n{\"name\":", i ? "," : "");
@@ -472,7 +464,13 @@ static void print_json(const insp_report *rp) {
         jnum("bytes", s->bytes, 1);
         printf("}");
     }
-    printf("],\n\"rows\":[");
+    printf("]");
+}
+
+/* --format json: the rows. */
+static void json_rows(const insp_report *rp) {
+    const insp_trace *t = rp->t;
+    printf(",\n\"rows\":[");
     for (int64_t i = 0; i < rp->n_rows; i++) {
         const insp_row *w = &rp->rows[i];
         printf("%s\n{\"method\":", i ? "," : "");
@@ -518,7 +516,14 @@ static void print_json(const insp_report *rp) {
         jnum("pct_of_peak", k == 2 ? rf.pct : NAN, 1);
         printf("}");
     }
-    printf("],\n\"fallback\":{");
+    printf("]");
+}
+
+/* --format json: the fallback, the memory and the peaks, closing the object. */
+static void json_tail(const insp_report *rp) {
+    const insp_trace *t = rp->t;
+    const insp_memory *m = &t->mem;
+    printf(",\n\"fallback\":{");
     jnum("ms", rp->fallback_ms, 0);
     jnum("pct_of_all", rp->all_ms > 0 ? 100 * rp->fallback_ms / rp->all_ms : 0, 0);
     printf("\"node_calls\":%lld,\"ops\":[", (long long)rp->fallback_nodes);
@@ -561,6 +566,21 @@ static void print_json(const insp_report *rp) {
         printf("}");
     }
     printf("}\n");
+}
+
+static void print_json(const insp_report *rp) {
+    const insp_trace *t = rp->t;
+    printf("{\"trace\":");
+    insp_json_str(stdout, t->path, 0);
+    printf(",\"program\":");
+    insp_json_str(stdout, t->program, 0);
+    printf(",\"kiln\":");
+    insp_json_str(stdout, t->kiln, 0);
+    printf(",\"calls\":%lld,\"events\":%lld,\"by\":\"%s\",\"all_ms\":%.17g,\n\"methods\":[",
+           (long long)t->n_calls, (long long)t->n_events, by_name(rp->by), rp->all_ms);
+    json_methods(rp);
+    json_rows(rp);
+    json_tail(rp);
 }
 
 /* ---- peaks ------------------------------------------------------------------------------- */
