@@ -310,7 +310,9 @@ static int store(const char *cmd, const kiln_cli_flag *f, const char *typed, int
         break;
     case KILN_CLI_STR:
         if ((f->bits & KILN_CLI_POSITIONAL) && *(const char **)dest)
-            return kiln_cli_usage_error(cmd, f->rule, *(const char **)dest, val);
+            return kiln_cli_usage_error(cmd,
+                                        f->rule ? f->rule : "one argument only ('%s' and '%s')",
+                                        *(const char **)dest, val);
         *(const char **)dest = val;
         break;
     case KILN_CLI_CHOICE:
@@ -458,7 +460,8 @@ static void help_flags(FILE *out, const kiln_cli_flag *t, int column, const char
     }
 }
 
-void kiln_cli_help(const kiln_cli_command *c, FILE *out) {
+/* Prints the help: about, the options from the table, notes. */
+static void print_help(const kiln_cli_command *c, FILE *out) {
     /* the defaults, as the command's init sets them */
     char *defaults = c->size ? calloc(1, c->size) : NULL;
     if (defaults && c->init) c->init(defaults);
@@ -480,7 +483,7 @@ int kiln_cli_parse(const kiln_cli_command *c, int argc, char **argv, void *optio
         int which = 0;
         const kiln_cli_flag *f;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            kiln_cli_help(c, stdout);
+            print_help(c, stdout);
             *rc = KILN_EXIT_OK;
             return 0;
         }

@@ -7,7 +7,6 @@
 
 #include <signal.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <stdint.h>
 
 #include "kiln/kiln.h"
@@ -43,8 +42,7 @@ int kiln_cli_progress(void *user, const char *stage, uint64_t done, uint64_t tot
 typedef enum kiln_cli_kind {
     KILN_CLI_END,    /* ends a table */
     KILN_CLI_SET,    /* no value: stores .lo into an int */
-    KILN_CLI_SWITCH, /* "--x, --no-x", no value: 1 for the first name, 0 for the second, into an int
-                      */
+    KILN_CLI_SWITCH, /* "--x, --no-x", no value: 1 (the first name) or 0 into an int */
     KILN_CLI_INT,    /* an int in [lo, hi] */
     KILN_CLI_I64,    /* a long long in [lo, hi] (hi KILN_CLI_NO_MAX: LLONG_MAX) */
     KILN_CLI_FLOAT,  /* a finite float in [lo, hi] */
@@ -74,10 +72,9 @@ enum {
 
 /* Further rules of a flag (kiln_cli_flag.bits). */
 enum {
-    KILN_CLI_NONEMPTY = 1, /* a string value may not be '' */
-    KILN_CLI_OPEN_LO = 2,  /* numbers: lo itself is out of range */
-    KILN_CLI_POSITIONAL =
-        4, /* the argument that is no flag (one; .names is its name in messages) */
+    KILN_CLI_NONEMPTY = 1,   /* a string value may not be '' */
+    KILN_CLI_OPEN_LO = 2,    /* numbers: lo itself is out of range */
+    KILN_CLI_POSITIONAL = 4, /* the argument that is no flag (.names: its name in messages) */
 };
 
 #define KILN_CLI_NO_MAX 0x1p63 /* I64: no upper limit */
@@ -93,6 +90,9 @@ typedef struct kiln_cli_ints {
     int n;
 } kiln_cli_ints;
 
+/* One flag. A table gives the first four fields in order and the rest by
+ * name: {KILN_CLI_INT, "--top-k", "N", offsetof(options, top_k), .lo = 0,
+ * .hi = 100, .help = "..."}. */
 typedef struct kiln_cli_flag {
     kiln_cli_kind kind;
     const char *names; /* "-m, --model", as the help shows them */
@@ -132,8 +132,6 @@ typedef struct kiln_cli_command {
  * when the command should go on; else 0 with *rc its exit code: 0 after
  * printing the help (-h, --help), 2 after a usage error. */
 int kiln_cli_parse(const kiln_cli_command *cmd, int argc, char **argv, void *options, int *rc);
-/* Prints cmd's help. */
-void kiln_cli_help(const kiln_cli_command *cmd, FILE *f);
 
 /* --backend cpu|ref: every node on one backend (kiln_open_options.backend);
  * `at` is the offset of a const char *. */
