@@ -134,6 +134,18 @@ static const kiln_cli_command COMMAND = {
     .stray = "unexpected argument '%s' (the program goes after -m)",
 };
 
+static int check_args(const options *o);
+
+/* 1 to go on, else 0 with *rc the exit code (the help printed, or a usage
+ * error). */
+static int parse_args(int argc, char **argv, options *o, int *rc) {
+    if (!kiln_cli_parse(&COMMAND, argc, argv, o, rc)) return 0;
+    o->have_position = o->position >= 0;
+    o->have_tokens = o->tokens > 0;
+    if (!o->have_position) o->position = 0;
+    return !(*rc = check_args(o));
+}
+
 /* The rules between flags: 0, or the exit code of a usage error (printed). */
 static int check_args(const options *o) {
     if (!o->model) return kiln_cli_usage_error(CMD, "no program given (-m MODEL.kiln)");
@@ -147,16 +159,6 @@ static int check_args(const options *o) {
     if (o->against_tok && !o->against)
         return kiln_cli_usage_error(CMD, "--against-tokenizer goes with --against");
     return 0;
-}
-
-/* 1 to go on, else 0 with *rc the exit code (the help printed, or a usage
- * error). */
-static int parse_args(int argc, char **argv, options *o, int *rc) {
-    if (!kiln_cli_parse(&COMMAND, argc, argv, o, rc)) return 0;
-    o->have_position = o->position >= 0;
-    o->have_tokens = o->tokens > 0;
-    if (!o->have_position) o->position = 0;
-    return !(*rc = check_args(o));
 }
 
 /* ---- random numbers ------------------------------------------------------------------------- */
