@@ -4,7 +4,7 @@
 # "LINES FILE:LINE NAME". The length runs from the line of the name to the
 # closing brace, as Universal Ctags' end field gives them. Exits 1 when one
 # is over the limit. Default files: tools/*.c.
-set -eu
+set -euo pipefail
 limit=${1:-120}
 shift || true
 cd "$(dirname "$0")/.."
