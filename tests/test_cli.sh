@@ -29,6 +29,14 @@ expect compile_missing_input 1 "cannot open '$WORK/nope.bin'" -- "$KILN" compile
 expect compile_unknown_backend 1 "unknown backend 'npu'" -- "$KILN" compile "$M" -o "$P" --backend npu
 expect compile_ok 0 "wrote" -- "$KILN" compile "$M" --tokenizer "$T" -o "$P" --prefill 8
 if ls "$WORK" | grep -q '\.tmp\.'; then bad no_temp_files_left "$(ls "$WORK")"; else ok no_temp_files_left; fi
+# An output that is the same file as an input (or as another output) is a
+# usage error before any work, links followed; /dev/null may take several.
+expect same_file_input 2 "-o '$M' is the same file as INPUT '$M'" -- "$KILN" compile "$M" -o "$M"
+ln -s "$P" "$WORK/link.kiln"
+expect same_file_link 2 "--trace '$WORK/link.kiln' is the same file as -m '$P'" -- "$KILN" generate -m "$P" -p hi --trace "$WORK/link.kiln"
+expect same_file_outputs 2 "--stats-json '$WORK/o.json' is the same file as --trace '$WORK/o.json'" -- "$KILN" generate -m "$P" -p hi --stats-json "$WORK/o.json" --trace "$WORK/o.json"
+expect same_file_dev_null 0 "" -- "$KILN" generate -m "$P" -p hi -n 2 --temp 0 --stats-json /dev/null --trace /dev/null
+expect flag_takes_no_value 2 "--check takes no value or '=fallback', got '--check=yes'" -- "$KILN" compile "$M" -o "$WORK/y.kiln" --check=yes
 
 expect info_text 0 "method 1: decode" -- "$KILN" info "$P"
 expect info_nodes 0 "blk.1.attn_q" -- "$KILN" info "$P"
@@ -99,6 +107,14 @@ a=$("$KILN" generate -m "$P" -p "the" -n 10 --temp 0.9 --seed 42 --print-ids 2>/
 b=$("$KILN" generate -m "$P" -p "the" -n 10 --temp 0.9 --seed 42 --print-ids 2>/dev/null)
 if [ -n "$a" ] && [ "$a" = "$b" ]; then ok gen_seed_reproducible; else bad gen_seed_reproducible "'$a' vs '$b'"; fi
 expect gen_random_seed_printed 0 "seed " -- "$KILN" generate -m "$P" -p "the" -n 3
+# --ignore-eos: the fixture's greedy answer to "1 87" is three 87s, then its
+# end token (1) stops it; told to ignore end tokens it runs to -n, the end
+# token kept.
+out=$("$KILN" generate -m "$P" --prompt-ids "1 87" -n 8 --temp 0 --print-ids 2>/dev/null)
+if [ "$out" = "87 87 87" ]; then ok gen_stops_at_end; else bad gen_stops_at_end "got '$out'"; fi
+out=$("$KILN" generate -m "$P" --prompt-ids "1 87" -n 8 --temp 0 --print-ids --ignore-eos --stats-json "$WORK/eos.json" 2>/dev/null)
+if [ "$(wc -w <<<"$out")" = 8 ] && [[ "$out" == "87 87 87 1 "* ]] && grep -q '"generated_tokens": 8' "$WORK/eos.json"
+then ok gen_ignore_eos; else bad gen_ignore_eos "got '$out'"; fi
 
 # Sampler options: llama.cpp's names; bad values are usage errors naming the flag.
 expect gen_bad_top_k 2 "--top-k must be" -- "$KILN" generate -m "$P" -p hi --top-k -1
@@ -113,6 +129,14 @@ expect chat_bad_threads 2 "-t must be a thread count" -- "$KILN" chat -m "$P" --
 t1=$("$KILN" generate -m "$P" --prompt-ids "1 2 3" -n 12 --temp 0 --print-ids -t 1 2>/dev/null)
 t3=$("$KILN" generate -m "$P" --prompt-ids "1 2 3" -n 12 --temp 0 --print-ids --threads 3 2>/dev/null)
 if [ -n "$t1" ] && [ "$t1" = "$t3" ]; then ok gen_threads_same_ids; else bad gen_threads_same_ids "'$t1' vs '$t3'"; fi
+# --backend ref runs the same program on the reference backend: on the f32
+# fixture its greedy ids are cpu's; an unknown backend is a usage error.
+tr=$("$KILN" generate -m "$P" --prompt-ids "1 2 3" -n 12 --temp 0 --print-ids --backend ref 2>/dev/null)
+if [ -n "$tr" ] && [ "$tr" = "$t1" ]; then ok gen_backend_ref_same_ids; else bad gen_backend_ref_same_ids "'$tr' vs '$t1'"; fi
+expect gen_backend_unknown 2 "--backend must be cpu or ref, got 'npu'" -- "$KILN" generate -m "$P" -p hi --backend npu
+expect chat_backend_unknown 2 "--backend must be cpu or ref, got 'gpu'" -- "$KILN" chat -m "$P" --backend gpu
+out=$(printf 'hi\n' | "$KILN" chat -m "$P" --chat-template chatml -n 6 --temp 0 --backend ref 2>&1)
+if [ $? = 0 ] && grep -q "turn 1: prefilled" <<<"$out"; then ok chat_backend_ref; else bad chat_backend_ref "$out"; fi
 expect gen_stop_with_ids 2 "--stop works on text" -- "$KILN" generate -m "$P" -p hi --stop x --print-ids
 expect gen_all_samplers 0 "" -- "$KILN" generate -m "$P" -p "the" -n 8 --temp 0.7 --seed 3 --top-k 5 --top-p 0.9 --min-p 0.1 --repeat-penalty 1.3 --repeat-last-n -1
 # The fixture's greedy text for "the" is "the" then "222222222" (12 tokens).
@@ -256,10 +280,13 @@ expect bench_bad_reps 2 "-r must be an integer in 1..1000, got '0'" -- "$KILN" b
 expect bench_bad_format 2 "-o must be table, csv or json, got 'xml'" -- "$KILN" bench -m "$P" -o xml
 expect bench_bad_list 2 "-p needs a comma-separated list" -- "$KILN" bench -m "$P" -p 8,,4
 expect bench_bad_number 2 "-n takes integers in 0..1048576, got 'x'" -- "$KILN" bench -m "$P" -n x
-expect bench_bad_threads 2 "-t takes integers in 1..1024, got '0'" -- "$KILN" bench -m "$P" -t 0
+expect bench_bad_threads 2 "-t takes integers in 1..256, got '0'" -- "$KILN" bench -m "$P" -t 0
 expect bench_nothing 2 "nothing to measure" -- "$KILN" bench -m "$P" -p 0 -n 0
 expect bench_unknown_option 2 "unknown option '--frob'" -- "$KILN" bench -m "$P" --frob
 expect bench_machine_and_model 2 "drop -m" -- "$KILN" bench --machine -m "$P"
+expect bench_machine_and_backend 2 "--backend applies to a model's runs" -- "$KILN" bench --machine --backend ref
+expect bench_backend_unknown 2 "--backend must be cpu or ref, got 'npu'" -- "$KILN" bench -m "$P" --backend npu
+expect bench_backend_ref 0 "| ref        |       1 |           pp8 |" -- "$KILN" bench -m "$P" -p 8 -n 0 -r 1 -t 1 --backend ref
 expect bench_too_long 1 "does not fit the program's context" -- "$KILN" bench -m "$P" -p 100000 -r 1
 expect bench_missing_file 1 "nope.kiln" -- "$KILN" bench -m "$WORK/nope.kiln"
 

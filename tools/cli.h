@@ -1,10 +1,12 @@
-/* cli.h: what every subcommand of `kiln` shares: argument parsing that
- * refuses bad numbers, exit codes (2 usage, 1 failure), Ctrl-C handling, the
- * progress bar. */
+/* cli.h: what every subcommand of `kiln` shares: the table-driven argument
+ * parser (flags, ranges, help text, path roles), the generation flags of
+ * `generate` and `chat`, exit codes (2 usage, 1 failure, 130 interrupted),
+ * Ctrl-C handling, the progress bar. */
 #ifndef KILN_CLI_H
 #define KILN_CLI_H
 
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kiln/kiln.h"
@@ -23,34 +25,145 @@ int kiln_cli_fail(const char *cmd, kiln_status st);
 
 /* Parses a whole decimal integer in [lo, hi]; 0 on success. */
 int kiln_cli_int(const char *s, long long lo, long long hi, long long *out);
-/* Parses a finite float in [lo, hi]. */
-int kiln_cli_float(const char *s, double lo, double hi, double *out);
-
-/* The value after a flag: argv[++*i], or NULL (usage error printed). */
-const char *kiln_cli_value(const char *cmd, int argc, char **argv, int *i);
 
 /* A progress callback for kiln_compile: a bar on stderr when it is a
  * terminal, stops on Ctrl-C. */
 int kiln_cli_progress(void *user, const char *stage, uint64_t done, uint64_t total);
 
-/* The generation flags `generate` and `chat` share, as llama.cpp names them:
- * -n, --temp, --seed, --top-k, --top-p, --min-p, --repeat-penalty,
- * --repeat-last-n, and -t/--threads (how the program is opened). */
+/* ---- the flag tables ---------------------------------------------------------
+ *
+ * Every subcommand describes its arguments in one static table of
+ * kiln_cli_flag: the names, what the value is (its kind and range), where
+ * it goes (an offset into the command's options struct), what it names on
+ * disk (its path role), and its help line. kiln_cli_parse reads argv
+ * against it, refuses bad values with "kiln CMD: ..." and exit code 2, and
+ * prints `kiln CMD --help` from it. */
+
+typedef enum kiln_cli_kind {
+    KILN_CLI_END,    /* ends a table */
+    KILN_CLI_SET,    /* no value: stores .lo into an int */
+    KILN_CLI_SWITCH, /* "--x, --no-x", no value: 1 (the first name) or 0 into an int */
+    KILN_CLI_INT,    /* an int in [lo, hi] */
+    KILN_CLI_I64,    /* a long long in [lo, hi] (hi KILN_CLI_NO_MAX: LLONG_MAX) */
+    KILN_CLI_FLOAT,  /* a finite float in [lo, hi] */
+    KILN_CLI_DOUBLE, /* a finite double in [lo, hi] */
+    KILN_CLI_STR,    /* a const char * (argv's own) */
+    KILN_CLI_CHOICE, /* one of .choices: its index, into an int */
+    KILN_CLI_NAME,   /* one of .choices: the string, into a const char * */
+    KILN_CLI_STRS,   /* repeatable: each value appended to a kiln_cli_strs */
+    KILN_CLI_INTS,   /* a comma-separated list of integers in [lo, hi], into a kiln_cli_ints */
+    KILN_CLI_TABLE,  /* no flag: the flags of .table, their destinations .at into the options */
+} kiln_cli_kind;
+
+/* What a path value names: read or written, a file or a folder (both bits:
+ * either). kiln_cli_parse refuses an output that is the same file or folder
+ * as another path given (same device and inode, links followed). */
+enum {
+    KILN_CLI_IN = 1,
+    KILN_CLI_OUT = 2,
+    KILN_CLI_FILE = 4,
+    KILN_CLI_DIR = 8,
+    KILN_CLI_IN_FILE = KILN_CLI_IN | KILN_CLI_FILE,
+    KILN_CLI_IN_DIR = KILN_CLI_IN | KILN_CLI_DIR,
+    KILN_CLI_IN_PATH = KILN_CLI_IN | KILN_CLI_FILE | KILN_CLI_DIR,
+    KILN_CLI_OUT_FILE = KILN_CLI_OUT | KILN_CLI_FILE,
+    KILN_CLI_OUT_DIR = KILN_CLI_OUT | KILN_CLI_DIR,
+};
+
+/* Further rules of a flag (kiln_cli_flag.bits). */
+enum {
+    KILN_CLI_NONEMPTY = 1,   /* a string value may not be '' */
+    KILN_CLI_OPEN_LO = 2,    /* numbers: lo itself is out of range */
+    KILN_CLI_POSITIONAL = 4, /* the argument that is no flag (.names: its name in messages) */
+};
+
+#define KILN_CLI_NO_MAX 0x1p63 /* I64: no upper limit */
+#define KILN_CLI_MAX_LIST 64
+
+typedef struct kiln_cli_strs {
+    const char *v[32];
+    int n;
+} kiln_cli_strs;
+
+typedef struct kiln_cli_ints {
+    int v[KILN_CLI_MAX_LIST];
+    int n;
+} kiln_cli_ints;
+
+/* One flag. A table gives the first four fields in order and the rest by
+ * name: {KILN_CLI_INT, "--top-k", "N", offsetof(options, top_k), .lo = 0,
+ * .hi = 100, .help = "..."}. */
+typedef struct kiln_cli_flag {
+    kiln_cli_kind kind;
+    const char *names; /* "-m, --model", as the help shows them */
+    const char *arg;   /* the value in the help ("FILE"); NULL: none shown */
+    size_t at;         /* the destination: offsetof(options, field) */
+    double lo, hi;     /* numbers and lists: the range; SET: lo is the value */
+    unsigned path;     /* KILN_CLI_IN_FILE ...: what the value names; 0: nothing on disk */
+    unsigned bits;     /* KILN_CLI_NONEMPTY, KILN_CLI_OPEN_LO, KILN_CLI_POSITIONAL */
+    /* Help lines joined by '\n'; "{default}" is the destination's value
+     * after the command's init. NULL: not listed. */
+    const char *help;
+    /* A bad value's message after the flag's name: "must be -1 or a count
+     * >= 0"; "{range}" is the range. NULL: made from the kind ("must be an
+     * integer in {range}", "must be a, b or c"). A positional's: the
+     * message for a second one, given both ('%s' and '%s'). */
+    const char *rule;
+    const char *shown;                 /* the name messages use; NULL: the name typed */
+    const char *alias;                 /* more names, not in the help: "--iterations" */
+    const char *const *choices;        /* CHOICE, NAME: NULL-terminated */
+    int (*valid)(const void *value);   /* a further rule on the stored value: 0 breaks it */
+    const struct kiln_cli_flag *table; /* TABLE */
+} kiln_cli_flag;
+
+typedef struct kiln_cli_command {
+    const char *name;  /* "generate": messages say "kiln generate: ..." */
+    const char *about; /* the help before "options:": usage, what it does */
+    const char *notes; /* the help after the options: notes, examples */
+    int column;        /* where the options' help starts */
+    const kiln_cli_flag *flags;
+    size_t size;                 /* of the options struct */
+    void (*init)(void *options); /* its defaults */
+    const char *unknown;         /* a flag not in the table, "%s": NULL = "unknown option '%s'" */
+    const char *stray; /* an argument that is no flag where none is taken: NULL = .unknown */
+} kiln_cli_command;
+
+/* Runs cmd->init on `options`, then reads argv[1..argc) into it. Returns 1
+ * when the command should go on; else 0 with *rc its exit code: 0 after
+ * printing the help (-h, --help), 2 after a usage error. */
+int kiln_cli_parse(const kiln_cli_command *cmd, int argc, char **argv, void *options, int *rc);
+
+/* --backend cpu|ref: every node on one backend (kiln_open_options.backend);
+ * `at` is the offset of a const char *. */
+extern const char *const kiln_cli_backends[];
+/* clang-format off */
+#define KILN_CLI_BACKEND(at_)                                                                      \
+    {KILN_CLI_NAME, "--backend", "cpu|ref", (at_), .choices = kiln_cli_backends,                   \
+     .help = "run every node on this backend instead of the one\n"                                 \
+             "the compiler chose"}
+/* -t, --threads N: kiln_open_options.n_threads; `at` is the offset of an int. */
+#define KILN_CLI_THREADS(at_)                                                                      \
+    {KILN_CLI_INT, "-t, --threads", "N", (at_), .lo = 1, .hi = KILN_MAX_THREADS,                   \
+     .rule = "must be a thread count in {range}", .shown = "-t",                                   \
+     .help = "threads to compute with (default: $KILN_THREADS, else\n"                             \
+             "every core this process may run on)"}
+/* clang-format on */
+
+/* The generation flags `generate` and `chat` share, as llama.cpp names them
+ * (kiln_cli_sampling_flags): -n, --temp, --top-k, --top-p, --min-p,
+ * --repeat-penalty, --repeat-last-n, --seed, and how the program is opened:
+ * -t/--threads and --backend. */
 typedef struct kiln_cli_sampling {
-    long long n_predict, seed, top_k, repeat_last_n;
-    double temp, top_p, min_p, repeat_penalty;
-    long long n_threads; /* 0: the library's default ($KILN_THREADS, else all cores) */
+    kiln_generate_options gen; /* defaults: kiln_generate_options_init's */
+    long long seed;            /* -1 (default): a random one (kiln_cli_sampling_seed) */
+    kiln_open_options open;    /* all zero: the library's defaults */
 } kiln_cli_sampling;
 
-void kiln_cli_sampling_init(kiln_cli_sampling *s); /* llama.cpp's defaults, random seed */
-/* Parses argv[*i] if it is one of those flags: 1 consumed, 0 not one of
- * them, -1 a usage error (printed). */
-int kiln_cli_sampling_flag(const char *cmd, int argc, char **argv, int *i, kiln_cli_sampling *s);
-/* Fills the options; a seed of -1 becomes a random one, printed on stderr
+extern const kiln_cli_flag kiln_cli_sampling_flags[];
+void kiln_cli_sampling_init(kiln_cli_sampling *s);
+/* Sets gen.seed from --seed; -1 becomes a random one, printed on stderr
  * when sampling is not greedy. */
-void kiln_cli_sampling_apply(const char *cmd, kiln_cli_sampling *s, kiln_generate_options *o);
-/* Opens the program with the flags' open options (-t). */
-kiln_status kiln_cli_open_program(const char *path, const kiln_cli_sampling *s, kiln_program **out);
+void kiln_cli_sampling_seed(const char *cmd, kiln_cli_sampling *s);
 
 int kiln_cmd_compile(int argc, char **argv);
 int kiln_cmd_info(int argc, char **argv);

@@ -3,6 +3,7 @@
  * as a table, CSV or JSON; `kiln bench --machine` measures the machine
  * itself (src/devtools/machine.c) and stores it for the profiler. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,81 +13,84 @@
 #include "cli.h"
 #include "devtools/devtools.h"
 
-static const char *HELP =
-    "usage: kiln bench -m MODEL.kiln [options]\n"
-    "       kiln bench --machine [-t N]\n"
-    "\n"
-    "Measures a program as llama-bench does: ppN prefills N random tokens\n"
-    "(in one call when the program's prefill method takes N tokens, else in\n"
-    "calls of its prefill size), tgN runs N one-token decode steps from an\n"
-    "empty cache. Each test runs once to warm up, then -r times, each from a\n"
-    "cleared KV cache; t/s is the mean and standard deviation of the runs.\n"
-    "\n"
-    "options:\n"
-    "  -m, --model FILE     program to measure (required unless --machine)\n"
-    "  -p, --n-prompt LIST  prompt lengths, comma-separated (default 512; 0 = none)\n"
-    "  -n, --n-gen LIST     generation lengths (default 128; 0 = none)\n"
-    "  -t, --threads LIST   thread counts (default: $KILN_THREADS, else the cores)\n"
-    "  -r, --repetitions N  timed runs per test (default 5)\n"
-    "  -o, --output FMT     table (default), csv, or json (llama-bench's field names)\n"
-    "  --machine            measure memory read bandwidth and peak f32 FMA and int8\n"
-    "                       dot rates on 1 and N threads (N: the largest -t), print\n"
-    "                       them and store them in $KILN_CACHE/machine.json\n"
-    "                       (default cache ~/.cache/kiln)\n"
-    "  --mem-mib N          --machine: size of the buffer streamed (default 1024)\n"
-    "  --trace FILE         record a profile of every method call, warm-ups\n"
-    "                       included (docs/TRACE.md; one -t value)\n"
-    "  -h, --help           this text\n"
-    "\n"
-    "examples:\n"
-    "  kiln bench -m smollm2.kiln -p 128,512 -n 128 -t 1,4\n"
-    "  kiln bench --machine -t 8\n";
-
-#define MAX_LIST 64
+enum { OUT_TABLE, OUT_CSV, OUT_JSON };
 
 typedef struct {
-    int v[MAX_LIST];
-    int n;
-} int_list;
+    const char *model, *trace, *backend;
+    kiln_cli_ints pp, tg, threads; /* threads.n 0: the default */
+    int reps, format, machine;
+    long long mem_mib;
+} options;
 
-/* "a,b,c" of integers in [lo, hi]; 0 ok, else a usage error was printed. */
-static int parse_list(const char *cmd, const char *flag, const char *s, long long lo, long long hi,
-                      int_list *out) {
-    char buf[1024];
-    if (!*s || strlen(s) >= sizeof buf) {
-        kiln_cli_usage_error(cmd, "%s needs a comma-separated list of integers, got '%s'", flag, s);
-        return -1;
-    }
-    strcpy(buf, s);
-    out->n = 0;
-    char *save = NULL;
-    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        long long v;
-        if (kiln_cli_int(item, lo, hi, &v)) {
-            kiln_cli_usage_error(cmd, "%s takes integers in %lld..%lld, got '%s'", flag, lo, hi,
-                                 item);
-            return -1;
-        }
-        if (out->n == MAX_LIST) {
-            kiln_cli_usage_error(cmd, "%s: at most %d values", flag, MAX_LIST);
-            return -1;
-        }
-        out->v[out->n++] = (int)v;
-    }
-    size_t l = strlen(s);
-    if (!out->n || s[0] == ',' || s[l - 1] == ',' || strstr(s, ",,")) {
-        kiln_cli_usage_error(cmd, "%s needs a comma-separated list of integers, got '%s'", flag, s);
-        return -1;
-    }
-    return 0;
+#define OPT(field) offsetof(options, field)
+
+static const char *const FORMATS[] = {"table", "csv", "json", NULL};
+
+static const kiln_cli_flag FLAGS[] = {
+    {KILN_CLI_STR, "-m, --model", "FILE", OPT(model), .path = KILN_CLI_IN_FILE,
+     .help = "program to measure (required unless --machine)"},
+    {KILN_CLI_INTS, "-p, --n-prompt", "LIST", OPT(pp), .lo = 0, .hi = 1 << 20,
+     .help = "prompt lengths, comma-separated (default 512; 0 = none)"},
+    {KILN_CLI_INTS, "-n, --n-gen", "LIST", OPT(tg), .lo = 0, .hi = 1 << 20,
+     .help = "generation lengths (default 128; 0 = none)"},
+    {KILN_CLI_INTS, "-t, --threads", "LIST", OPT(threads), .lo = 1, .hi = KILN_MAX_THREADS,
+     .help = "thread counts (default: $KILN_THREADS, else the cores)"},
+    KILN_CLI_BACKEND(OPT(backend)),
+    {KILN_CLI_INT, "-r, --repetitions", "N", OPT(reps), .lo = 1, .hi = 1000,
+     .help = "timed runs per test (default 5)"},
+    {KILN_CLI_CHOICE, "-o, --output", "FMT", OPT(format), .choices = FORMATS,
+     .help = "table (default), csv, or json (llama-bench's field names)"},
+    {KILN_CLI_SET, "--machine", NULL, OPT(machine), .lo = 1,
+     .help = "measure memory read bandwidth and peak f32 FMA and int8\n"
+             "dot rates on 1 and N threads (N: the largest -t), print\n"
+             "them and store them in $KILN_CACHE/machine.json\n"
+             "(default cache ~/.cache/kiln)"},
+    {KILN_CLI_I64, "--mem-mib", "N", OPT(mem_mib), .lo = 1, .hi = 1 << 20,
+     .help = "--machine: size of the buffer streamed (default 1024)"},
+    {KILN_CLI_STR, "--trace", "FILE", OPT(trace), .path = KILN_CLI_OUT_FILE,
+     .help = "record a profile of every method call, warm-ups\n"
+             "included (docs/TRACE.md; one -t value)"},
+    {KILN_CLI_END},
+};
+
+static void init(void *p) {
+    options *o = p;
+    memset(o, 0, sizeof *o);
+    o->pp = (kiln_cli_ints){{512}, 1};
+    o->tg = (kiln_cli_ints){{128}, 1};
+    o->reps = 5;
+    o->format = OUT_TABLE;
+    o->mem_mib = 1024;
 }
+
+static const kiln_cli_command COMMAND = {
+    .name = "bench",
+    .about = "usage: kiln bench -m MODEL.kiln [options]\n"
+             "       kiln bench --machine [-t N]\n"
+             "\n"
+             "Measures a program as llama-bench does: ppN prefills N random tokens\n"
+             "(in one call when the program's prefill method takes N tokens, else in\n"
+             "calls of its prefill size), tgN runs N one-token decode steps from an\n"
+             "empty cache. Each test runs once to warm up, then -r times, each from a\n"
+             "cleared KV cache; t/s is the mean and standard deviation of the runs.\n"
+             "\n",
+    .notes = "\n"
+             "examples:\n"
+             "  kiln bench -m smollm2.kiln -p 128,512 -n 128 -t 1,4\n"
+             "  kiln bench --machine -t 8\n",
+    .column = 23,
+    .flags = FLAGS,
+    .size = sizeof(options),
+    .init = init,
+    .stray = "unexpected argument '%s' (the model goes after -m)",
+};
 
 static int default_threads(void) {
     const char *env = getenv("KILN_THREADS");
     long long v;
-    if (env && *env && !kiln_cli_int(env, 1, 1024, &v)) return (int)v;
+    if (env && *env && !kiln_cli_int(env, 1, KILN_MAX_THREADS, &v)) return (int)v;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
+    return n < 1 ? 1 : n > KILN_MAX_THREADS ? KILN_MAX_THREADS : (int)n;
 }
 
 static uint64_t peak_rss_bytes(void) {
@@ -200,8 +204,6 @@ static kiln_status run_test(kiln_session *s, const kiln_llm *lm, result *r, cons
 
 /* ---- output ---------------------------------------------------------------------- */
 
-enum { OUT_TABLE, OUT_CSV, OUT_JSON };
-
 static void fmt_size(char *buf, size_t cap, uint64_t b) {
     if (b >= (1ull << 30))
         snprintf(buf, cap, "%.2f GiB", b / 1073741824.0);
@@ -296,208 +298,179 @@ static void print_result(int fmt, const model_info *mi, const result *r, int fir
 
 /* ---- the command ------------------------------------------------------------------- */
 
-int kiln_cmd_bench(int argc, char **argv) {
-    const char *cmd = "bench", *model = NULL, *val, *trace_path = NULL;
-    int_list pp = {{512}, 1}, tg = {{128}, 1}, threads = {{0}, 0};
-    int reps = 5, fmt = OUT_TABLE, machine = 0;
-    long long v, mem_mib = 1024;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(HELP, stdout);
-            return KILN_EXIT_OK;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i)) ||
-                parse_list(cmd, a, val, 0, 1 << 20, &pp))
-                return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i)) ||
-                parse_list(cmd, a, val, 0, 1 << 20, &tg))
-                return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i)) ||
-                parse_list(cmd, a, val, 1, 1024, &threads))
-                return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_int(val, 1, 1000, &v))
-                return kiln_cli_usage_error(cmd, "%s must be an integer in 1..1000, got '%s'", a,
-                                            val);
-            reps = (int)v;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (!strcmp(val, "table"))
-                fmt = OUT_TABLE;
-            else if (!strcmp(val, "csv"))
-                fmt = OUT_CSV;
-            else if (!strcmp(val, "json"))
-                fmt = OUT_JSON;
-            else
-                return kiln_cli_usage_error(cmd, "%s must be table, csv or json, got '%s'", a, val);
-        } else if (!strcmp(a, "--machine")) {
-            machine = 1;
-        } else if (!strcmp(a, "--trace")) {
-            if (!(trace_path = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--mem-mib")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_int(val, 1, 1 << 20, &mem_mib))
-                return kiln_cli_usage_error(
-                    cmd, "--mem-mib must be an integer in 1..1048576, got '%s'", val);
-        } else {
-            return kiln_cli_usage_error(cmd,
-                                        a[0] == '-'
-                                            ? "unknown option '%s'"
-                                            : "unexpected argument '%s' (the model goes after -m)",
-                                        a);
-        }
+/* --machine: the largest -t (default: the default thread count). */
+static int bench_machine(const options *o) {
+    const char *cmd = COMMAND.name;
+    if (o->model)
+        return kiln_cli_usage_error(cmd, "--machine measures the machine, not a model: drop -m");
+    if (o->backend)
+        return kiln_cli_usage_error(cmd, "--backend applies to a model's runs, not --machine");
+    int n = default_threads();
+    if (o->threads.n) {
+        n = 1;
+        for (int i = 0; i < o->threads.n; i++)
+            if (o->threads.v[i] > n) n = o->threads.v[i];
     }
-    if (machine) {
-        if (model)
-            return kiln_cli_usage_error(cmd,
-                                        "--machine measures the machine, not a model: drop -m");
-        int n = default_threads();
-        if (threads.n) {
-            n = 1;
-            for (int i = 0; i < threads.n; i++)
-                if (threads.v[i] > n) n = threads.v[i];
-        }
-        return run_machine(cmd, n, mem_mib);
-    }
-    if (!model) return kiln_cli_usage_error(cmd, "no model given (-m FILE)");
-    if (trace_path && threads.n > 1)
-        return kiln_cli_usage_error(cmd, "--trace records one thread count: give one -t value");
-    if (!threads.n) threads.v[threads.n++] = default_threads();
-    int any = 0;
-    for (int i = 0; i < pp.n; i++)
-        any |= pp.v[i] > 0;
-    for (int i = 0; i < tg.n; i++)
-        any |= tg.v[i] > 0;
-    if (!any) return kiln_cli_usage_error(cmd, "nothing to measure: every -p and -n is 0");
+    return run_machine(cmd, n, o->mem_mib);
+}
 
+/* The rules between flags; a thread count when none is given. 0, or 2
+ * after the message. */
+static int check_args(options *o) {
+    const char *cmd = COMMAND.name;
+    if (!o->model) return kiln_cli_usage_error(cmd, "no model given (-m FILE)");
+    if (o->trace && o->threads.n > 1)
+        return kiln_cli_usage_error(cmd, "--trace records one thread count: give one -t value");
+    if (!o->threads.n) o->threads.v[o->threads.n++] = default_threads();
+    int any = 0;
+    for (int i = 0; i < o->pp.n; i++)
+        any |= o->pp.v[i] > 0;
+    for (int i = 0; i < o->tg.n; i++)
+        any |= o->tg.v[i] > 0;
+    if (!any) return kiln_cli_usage_error(cmd, "nothing to measure: every -p and -n is 0");
+    return 0;
+}
+
+/* A run over the thread counts: the model, the tokens the tests take, what
+ * has been printed. */
+typedef struct {
+    const options *o;
     model_info mi;
-    memset(&mi, 0, sizeof mi);
-    mi.path = model;
-    const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
-    g_model_w = (int)strlen(base) > 5 ? (int)strlen(base) : 5;
-    int32_t *toks = NULL;
-    int first = 1, header = 0, rc = KILN_EXIT_OK;
-    kiln_status st = KILN_OK;
-    char notes[MAX_LIST][128];
-    int n_notes = 0;
-    for (int ti = 0; ti < threads.n && !st; ti++) {
-        kiln_open_options oo;
-        memset(&oo, 0, sizeof oo);
-        oo.n_threads = threads.v[ti];
-        kiln_program *p = NULL;
-        kiln_session *s = NULL;
-        kiln_llm *lm = NULL;
-        if ((st = kiln_program_open_with(model, &oo, &p))) break;
-        if ((st = kiln_llm_bind(p, &lm))) {
-            kiln_program_close(p);
-            break;
-        }
-        if (ti == 0) {
-            describe(p, lm, &mi);
-            int longest = 0;
-            for (int i = 0; i < pp.n; i++)
-                longest = pp.v[i] > longest ? pp.v[i] : longest;
-            for (int i = 0; i < tg.n; i++)
-                longest = tg.v[i] > longest ? tg.v[i] : longest;
-            if (longest > mi.ctx) {
-                st = kiln_error(
-                    KILN_ERR_INVALID_ARG,
-                    "a test of %d tokens does not fit the program's context of %lld positions",
-                    longest, (long long)mi.ctx);
-                kiln_llm_free(lm);
-                kiln_program_close(p);
-                break;
-            }
-            /* random ids inside the vocabulary, the same every time */
-            toks = malloc(sizeof(int32_t) * (size_t)(longest ? longest : 1));
-            if (!toks) {
-                st = kiln_error(KILN_ERR_NOMEM, "out of memory");
-                kiln_llm_free(lm);
-                kiln_program_close(p);
-                break;
-            }
-            unsigned long long rs = 1234;
-            for (int i = 0; i < longest; i++) {
-                rs = rs * 6364136223846793005ull + 1442695040888963407ull;
-                toks[i] = (int32_t)((rs >> 33) % (unsigned long long)mi.vocab);
-            }
-            print_header(fmt);
-            header = 1;
-        }
-        if ((st = kiln_session_create(p, &s))) {
-            kiln_llm_free(lm);
-            kiln_program_close(p);
-            break;
-        }
-        kiln_trace *trace = NULL;
-        if (trace_path && ((st = kiln_trace_create(&trace)) || (st = kiln_session_set_trace(s, trace)))) {
-            kiln_trace_free(trace);
-            kiln_session_destroy(s);
-            kiln_llm_free(lm);
-            kiln_program_close(p);
-            break;
-        }
-        for (int k = 0; k < pp.n + tg.n && !st; k++) {
-            int is_pp = k < pp.n, n = is_pp ? pp.v[k] : tg.v[k - pp.n];
-            if (!n) continue;
-            result *r = calloc(1, sizeof *r);
-            if (!r) {
-                st = kiln_error(KILN_ERR_NOMEM, "out of memory");
-                break;
-            }
-            r->n_prompt = is_pp ? n : 0;
-            r->n_gen = is_pp ? 0 : n;
-            r->n_threads = threads.v[ti];
-            r->n_batch = is_pp ? (n < mi.prefill_max ? n : (int)mi.prefill_max) : 1;
-            r->reps = reps;
-            if (!(st = run_test(s, lm, r, toks))) {
-                print_result(fmt, &mi, r, first);
-                first = 0;
-                if (is_pp && ti == 0 && n_notes < MAX_LIST) {
-                    if (n <= mi.prefill_max)
-                        snprintf(notes[n_notes++], sizeof notes[0],
-                                 "pp%d: one prefill call of %d tokens", n, n);
-                    else
-                        snprintf(notes[n_notes++], sizeof notes[0],
-                                 "pp%d: %d prefill calls of up to %d tokens (the program's prefill "
-                                 "size)",
-                                 n, (int)((n + mi.prefill_max - 1) / mi.prefill_max),
-                                 (int)mi.prefill_max);
-                }
-            }
-            free(r);
-        }
-        if (trace) {
-            kiln_status ts = kiln_trace_write(trace, s, trace_path);
-            if (!st) st = ts;
-            if (!ts)
-                fprintf(stderr, "kiln bench: trace of %lld events written to %s\n",
-                        (long long)kiln_trace_event_count(trace), trace_path);
-            kiln_trace_free(trace);
-        }
-        kiln_session_destroy(s);
-        kiln_llm_free(lm);
-        kiln_program_close(p);
+    int32_t *toks;     /* random ids, as many as the longest test */
+    int first, header; /* no result printed yet; the header printed */
+    char notes[KILN_CLI_MAX_LIST][128];
+    int n_notes;
+} bench;
+
+/* The first program opened: what it is, whether the tests fit its context,
+ * the random tokens (inside the vocabulary, the same every time); then the
+ * header. */
+static kiln_status bench_prepare(bench *b, const kiln_program *p, const kiln_llm *lm) {
+    const options *o = b->o;
+    describe(p, lm, &b->mi);
+    int longest = 0;
+    for (int i = 0; i < o->pp.n; i++)
+        longest = o->pp.v[i] > longest ? o->pp.v[i] : longest;
+    for (int i = 0; i < o->tg.n; i++)
+        longest = o->tg.v[i] > longest ? o->tg.v[i] : longest;
+    if (longest > b->mi.ctx)
+        return kiln_error(
+            KILN_ERR_INVALID_ARG,
+            "a test of %d tokens does not fit the program's context of %lld positions", longest,
+            (long long)b->mi.ctx);
+    if (!(b->toks = malloc(sizeof(int32_t) * (size_t)(longest ? longest : 1))))
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    unsigned long long rs = 1234;
+    for (int i = 0; i < longest; i++) {
+        rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+        b->toks[i] = (int32_t)((rs >> 33) % (unsigned long long)b->mi.vocab);
     }
+    print_header(o->format);
+    b->header = 1;
+    return KILN_OK;
+}
+
+/* How ppN ran, for the table's notes. */
+static void note_prefill(bench *b, int n) {
+    int64_t max = b->mi.prefill_max;
+    if (b->n_notes == KILN_CLI_MAX_LIST) return;
+    if (n <= max)
+        snprintf(b->notes[b->n_notes++], sizeof b->notes[0], "pp%d: one prefill call of %d tokens",
+                 n, n);
+    else
+        snprintf(b->notes[b->n_notes++], sizeof b->notes[0],
+                 "pp%d: %d prefill calls of up to %d tokens (the program's prefill size)", n,
+                 (int)((n + max - 1) / max), (int)max);
+}
+
+/* Every test on one session of the program at thread count ti. */
+static kiln_status bench_tests(bench *b, kiln_session *s, const kiln_llm *lm, int ti) {
+    const options *o = b->o;
+    kiln_status st = KILN_OK;
+    for (int k = 0; k < o->pp.n + o->tg.n && !st; k++) {
+        int is_pp = k < o->pp.n, n = is_pp ? o->pp.v[k] : o->tg.v[k - o->pp.n];
+        if (!n) continue;
+        result *r = calloc(1, sizeof *r);
+        if (!r) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+        r->n_prompt = is_pp ? n : 0;
+        r->n_gen = is_pp ? 0 : n;
+        r->n_threads = o->threads.v[ti];
+        r->n_batch = is_pp ? (n < b->mi.prefill_max ? n : (int)b->mi.prefill_max) : 1;
+        r->reps = o->reps;
+        if (!(st = run_test(s, lm, r, b->toks))) {
+            print_result(o->format, &b->mi, r, b->first);
+            b->first = 0;
+            if (is_pp && ti == 0) note_prefill(b, n);
+        }
+        free(r);
+    }
+    return st;
+}
+
+/* Opens the program at thread count ti and runs the tests on it, traced
+ * with --trace. */
+static kiln_status bench_threads(bench *b, int ti) {
+    const options *o = b->o;
+    kiln_open_options oo;
+    memset(&oo, 0, sizeof oo);
+    oo.n_threads = o->threads.v[ti];
+    oo.backend = o->backend;
+    kiln_program *p = NULL;
+    kiln_session *s = NULL;
+    kiln_llm *lm = NULL;
+    kiln_trace *trace = NULL;
+    int traced = 0;
+    kiln_status st = kiln_program_open_with(o->model, &oo, &p);
+    if (!st) st = kiln_llm_bind(p, &lm);
+    if (!st && ti == 0) st = bench_prepare(b, p, lm);
+    if (!st) st = kiln_session_create(p, &s);
+    if (!st && o->trace && !(st = kiln_trace_create(&trace)))
+        traced = !(st = kiln_session_set_trace(s, trace));
+    if (!st) st = bench_tests(b, s, lm, ti);
+    if (traced) { /* what was recorded, a failed test included */
+        kiln_status ts = kiln_trace_write(trace, s, o->trace);
+        if (!st) st = ts;
+        if (!ts)
+            fprintf(stderr, "kiln bench: trace of %lld events written to %s\n",
+                    (long long)kiln_trace_event_count(trace), o->trace);
+    }
+    kiln_trace_free(trace);
+    kiln_session_destroy(s);
+    kiln_llm_free(lm);
+    kiln_program_close(p);
+    return st;
+}
+
+int kiln_cmd_bench(int argc, char **argv) {
+    options o;
+    int rc;
+    if (!kiln_cli_parse(&COMMAND, argc, argv, &o, &rc)) return rc;
+    if (o.machine) return bench_machine(&o);
+    if ((rc = check_args(&o))) return rc;
+
+    bench b;
+    memset(&b, 0, sizeof b);
+    b.o = &o;
+    b.first = 1;
+    b.mi.path = o.model;
+    const char *base = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
+    g_model_w = (int)strlen(base) > 5 ? (int)strlen(base) : 5;
+    kiln_status st = KILN_OK;
+    for (int ti = 0; ti < o.threads.n && !st; ti++)
+        st = bench_threads(&b, ti);
     if (st) {
-        if (fmt == OUT_JSON && header) printf("\n]\n");
+        if (o.format == OUT_JSON && b.header) printf("\n]\n");
         fflush(stdout);
-        rc = kiln_cli_fail(cmd, st);
-    } else if (fmt == OUT_JSON) {
+        rc = kiln_cli_fail(COMMAND.name, st);
+    } else if (o.format == OUT_JSON) {
         printf("\n]\n");
-    } else if (fmt == OUT_TABLE) {
+    } else if (o.format == OUT_TABLE) {
         printf("\n");
-        for (int i = 0; i < n_notes; i++)
-            printf("%s\n", notes[i]);
+        for (int i = 0; i < b.n_notes; i++)
+            printf("%s\n", b.notes[i]);
         uint64_t rss = peak_rss_bytes();
         printf("peak RSS: %.1f MiB (%llu bytes)\n", rss / 1048576.0, (unsigned long long)rss);
     }
-    free(toks);
+    free(b.toks);
     return rc;
 }

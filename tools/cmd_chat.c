@@ -3,6 +3,7 @@
  * share with the ids already cached), `kiln chat --render-only` (a
  * conversation in JSON to the prompt text), and the chat helpers
  * `kiln generate --chat` shares. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,46 +13,72 @@
 #include "cli.h"
 #include "kiln/kiln_llm.h"
 
-static const char *HELP =
-    "usage: kiln chat -m MODEL.kiln [options]\n"
-    "       kiln chat --render-only --messages FILE.json (-m MODEL.kiln | --chat-template NAME|FILE)\n"
-    "\n"
-    "Reads one user turn per line from stdin and prints each answer as it is\n"
-    "generated. The KV cache is kept between turns: each turn keeps the cached\n"
-    "tokens the new render starts with and prefills only the rest (stats on\n"
-    "stderr; a render that departs from the cache, as Qwen3's does when it drops\n"
-    "past <think> blocks, keeps the part before the change).\n"
-    "\n"
-    "options:\n"
-    "  -m, --model FILE        compiled program (required but with --render-only\n"
-    "                          and --chat-template)\n"
-    "  --system TEXT           system message\n"
-    "  --think, --no-think     Qwen3's thinking switch (default: think)\n"
-    "  --chat-template NAME|FILE  chatml, smollm2, qwen3, llama3, llama3.1,\n"
-    "                          llama3.2, llama3.3, or a Jinja file whose format is\n"
-    "                          detected (default: the program's)\n"
-    "  --chat-date DATE        Llama-3.1+'s \"Today Date\" (e.g. \"26 Jul 2024\");\n"
-    "                          default: $KILN_CHAT_DATE, else the template's own\n"
-    "                          (3.2: today, 3.1/3.3: 26 Jul 2024)\n"
-    "  -n, --n-predict N       most new tokens a turn; -1 (default): until an end\n"
-    "                          token or the context is full\n"
-    "  --temp T                temperature; 0 = greedy (default 0.8)\n"
-    "  --seed S                sampler seed; -1 (default) = random, printed on stderr\n"
-    "  -t, --threads N         threads to compute with (default: $KILN_THREADS,\n"
-    "                          else the cores this process may use)\n"
-    "  --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n\n"
-    "                          as in `kiln generate` (llama.cpp's defaults)\n"
-    "  --render-only           print the rendered prompt of --messages and exit\n"
-    "  --messages FILE         JSON array of {\"role\", \"content\"}, or an object\n"
-    "                          with it as \"messages\" (--render-only); roles\n"
-    "                          system, user, assistant, and for Llama-3.1+ tool\n"
-    "                          results (\"tool\"/\"ipython\"); no tool definitions\n"
-    "                          or tool calls\n"
-    "  --no-generation-prompt  render without the assistant prompt (--render-only)\n"
-    "  -h, --help              this text\n"
-    "\n"
-    "example:\n"
-    "  kiln chat -m smollm2.kiln --temp 0 -n 128\n";
+typedef struct {
+    const char *model, *system, *chat_template, *messages, *date;
+    int think, render_only, generation_prompt;
+    kiln_cli_sampling smp;
+} options;
+
+#define OPT(field) offsetof(options, field)
+
+static const kiln_cli_flag FLAGS[] = {
+    {KILN_CLI_STR, "-m, --model", "FILE", OPT(model), .path = KILN_CLI_IN_FILE,
+     .help = "compiled program (required but with --render-only\n"
+             "and --chat-template)"},
+    {KILN_CLI_STR, "--system", "TEXT", OPT(system), .help = "system message"},
+    {KILN_CLI_SWITCH, "--think, --no-think", NULL, OPT(think),
+     .help = "Qwen3's thinking switch (default: think)"},
+    {KILN_CLI_STR, "--chat-template", "NAME|FILE", OPT(chat_template),
+     .help = "chatml, smollm2, qwen3, llama3, llama3.1,\n"
+             "llama3.2, llama3.3, or a Jinja file whose format is\n"
+             "detected (default: the program's)"},
+    {KILN_CLI_STR, "--chat-date", "DATE", OPT(date),
+     .help = "Llama-3.1+'s \"Today Date\" (e.g. \"26 Jul 2024\");\n"
+             "default: $KILN_CHAT_DATE, else the template's own\n"
+             "(3.2: today, 3.1/3.3: 26 Jul 2024)"},
+    {KILN_CLI_TABLE, NULL, NULL, OPT(smp), .table = kiln_cli_sampling_flags},
+    {KILN_CLI_SET, "--render-only", NULL, OPT(render_only), .lo = 1,
+     .help = "print the rendered prompt of --messages and exit"},
+    {KILN_CLI_STR, "--messages", "FILE", OPT(messages), .path = KILN_CLI_IN_FILE,
+     .help = "JSON array of {\"role\", \"content\"}, or an object\n"
+             "with it as \"messages\" (--render-only); roles\n"
+             "system, user, assistant, and for Llama-3.1+ tool\n"
+             "results (\"tool\"/\"ipython\"); no tool definitions\n"
+             "or tool calls"},
+    {KILN_CLI_SET, "--no-generation-prompt", NULL, OPT(generation_prompt), .lo = 0,
+     .help = "render without the assistant prompt (--render-only)"},
+    {KILN_CLI_END},
+};
+
+static void init(void *p) {
+    options *o = p;
+    memset(o, 0, sizeof *o);
+    o->think = 1;
+    o->generation_prompt = 1;
+    kiln_cli_sampling_init(&o->smp);
+}
+
+static const kiln_cli_command COMMAND = {
+    .name = "chat",
+    .about = "usage: kiln chat -m MODEL.kiln [options]\n"
+             "       kiln chat --render-only --messages FILE.json (-m MODEL.kiln | --chat-template "
+             "NAME|FILE)\n"
+             "\n"
+             "Reads one user turn per line from stdin and prints each answer as it is\n"
+             "generated. The KV cache is kept between turns: each turn keeps the cached\n"
+             "tokens the new render starts with and prefills only the rest (stats on\n"
+             "stderr; a render that departs from the cache, as Qwen3's does when it drops\n"
+             "past <think> blocks, keeps the part before the change).\n"
+             "\n",
+    .notes = "\n"
+             "example:\n"
+             "  kiln chat -m smollm2.kiln --temp 0 -n 128\n",
+    .column = 26,
+    .flags = FLAGS,
+    .size = sizeof(options),
+    .init = init,
+    .unknown = "unknown argument '%s'",
+};
 
 kiln_status kiln_cli_chat_format(const kiln_program *prog, const char *override, kiln_chat_format *out) {
     if (!override) return kiln_chat_format_from_program(prog, out);
@@ -213,168 +240,160 @@ static int on_token(void *user, int32_t id) {
     return kiln_cli_interrupted != 0;
 }
 
-int kiln_cmd_chat(int argc, char **argv) {
-    const char *cmd = "chat", *model = NULL, *system = NULL, *tmpl = NULL, *messages = NULL, *date = NULL;
-    kiln_cli_sampling smp;
-    kiln_cli_sampling_init(&smp);
-    int think = 1, render = 0, gen_prompt = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int used = kiln_cli_sampling_flag(cmd, argc, argv, &i, &smp);
-        if (used < 0) return KILN_EXIT_USAGE;
-        if (used) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(HELP, stdout);
-            return KILN_EXIT_OK;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--system")) {
-            if (!(system = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--chat-template")) {
-            if (!(tmpl = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--chat-date")) {
-            if (!(date = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--messages")) {
-            if (!(messages = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--think")) {
-            think = 1;
-        } else if (!strcmp(a, "--no-think")) {
-            think = 0;
-        } else if (!strcmp(a, "--render-only")) {
-            render = 1;
-        } else if (!strcmp(a, "--no-generation-prompt")) {
-            gen_prompt = 0;
-        } else {
-            return kiln_cli_usage_error(cmd, "unknown argument '%s'", a);
-        }
+/* A conversation: the program, its session, the messages so far and the
+ * ids its KV cache holds. */
+typedef struct {
+    kiln_program *prog;
+    kiln_session *sess;
+    kiln_tokenizer *tok;
+    kiln_llm *lm;
+    kiln_chat_format fmt;
+    kiln_chat_options co;
+    kiln_generate_options gen;
+    kiln_chat_message *conv; /* each message owns its content; grows by two a turn */
+    int n_conv, cap_conv;
+    int32_t *past; /* the ids the cache holds, positions 0..n_past */
+    int n_past, ctx, turn;
+    answer ans;
+} conversation;
+
+/* Opens the program and everything a turn needs; 0 or the exit code. */
+static int conversation_open(conversation *c, options *opt) {
+    const char *cmd = COMMAND.name;
+    kiln_status st = kiln_program_open_with(opt->model, &opt->smp.open, &c->prog);
+    if (!st) st = kiln_tokenizer_from_program(c->prog, &c->tok);
+    if (!st) st = kiln_cli_chat_format(c->prog, opt->chat_template, &c->fmt);
+    if (!st) st = kiln_llm_bind(c->prog, &c->lm);
+    if (!st) st = kiln_session_create(c->prog, &c->sess);
+    if (!st) st = kiln_detokenizer_create(c->tok, &c->ans.detok);
+    if (st) return kiln_cli_fail(cmd, st);
+    c->ctx = kiln_llm_get_limits(c->lm)->context;
+    if (!(c->past = malloc(sizeof *c->past * (size_t)c->ctx)) ||
+        !(c->ans.ids = malloc(sizeof *c->ans.ids * (size_t)c->ctx)))
+        return kiln_cli_fail(cmd, kiln_error(KILN_ERR_NOMEM, "out of memory"));
+    kiln_cli_sampling_seed(cmd, &opt->smp);
+    c->gen = opt->smp.gen;
+    c->gen.on_token = on_token;
+    c->gen.user = &c->ans;
+    c->cap_conv = 16;
+    if (!(c->conv = malloc(sizeof *c->conv * (size_t)c->cap_conv)))
+        return kiln_cli_fail(cmd, kiln_error(KILN_ERR_NOMEM, "out of memory"));
+    if (opt->system) c->conv[c->n_conv++] = (kiln_chat_message){"system", strdup(opt->system)};
+    return 0;
+}
+
+static void conversation_close(conversation *c) {
+    for (int i = 0; i < c->n_conv; i++)
+        free((char *)c->conv[i].content);
+    free(c->conv);
+    free(c->past);
+    free(c->ans.ids);
+    free(c->ans.text);
+    kiln_detokenizer_free(c->ans.detok);
+    kiln_tokenizer_free(c->tok);
+    kiln_session_destroy(c->sess);
+    kiln_llm_free(c->lm);
+    kiln_program_close(c->prog);
+}
+
+/* One turn: the conversation so far plus the user's line (already in
+ * c->conv) rendered, the ids the cache does not hold prefilled, the answer
+ * streamed and added. 0, or the exit code. */
+static int conversation_turn(conversation *c) {
+    const char *cmd = COMMAND.name;
+    char *text = NULL;
+    size_t len;
+    int32_t *ids = NULL;
+    int n_ids = 0, turn = ++c->turn;
+    c->co.add_generation_prompt = 1;
+    kiln_status st = kiln_chat_render_with(c->fmt, c->conv, c->n_conv, &c->co, &text, &len);
+    if (!st) st = kiln_cli_chat_encode(c->tok, text, len, &ids, &n_ids);
+    kiln_chat_free(text);
+    if (st) return kiln_cli_fail(cmd, st);
+    if (n_ids >= c->ctx) {
+        fprintf(stderr,
+                "kiln chat: error: turn %d: the conversation has %d tokens, the context holds %d\n",
+                turn, n_ids, c->ctx);
+        free(ids);
+        return KILN_EXIT_FAIL;
     }
+    /* Keep the longest cached prefix the new render shares (as llama.cpp's
+     * server does): the cache's rows past it are overwritten by this
+     * prefill and never read before (attention at position p reads rows
+     * 0..p). At least one id is prefilled, for the logits. */
+    int start = 0;
+    while (start < c->n_past && start < n_ids - 1 && c->past[start] == ids[start])
+        start++;
+    if (start < c->n_past)
+        fprintf(stderr,
+                "kiln chat: turn %d: reusing %d of %d cached tokens (the conversation's tokens "
+                "changed after them)\n",
+                turn, start, c->n_past);
+    memcpy(c->past, ids, sizeof *ids * (size_t)n_ids);
+    c->ans.n = 0;
+    c->ans.n_ids = 0;
+    if (c->ans.text) c->ans.text[0] = 0;
+    kiln_generate_result res;
+    st = kiln_generate_continue(c->sess, ids + start, n_ids - start, start, &c->gen, &res);
+    free(ids);
+    if (st) {
+        fflush(stdout);
+        return kiln_cli_fail(cmd, st);
+    }
+    size_t fl;
+    const char *rest = kiln_detokenizer_flush(c->ans.detok, &fl);
+    answer_put(&c->ans, rest, fl);
+    fputc('\n', stdout);
+    fflush(stdout);
+    /* The cache now holds the prompt and the generated ids that went
+     * through decode. */
+    memcpy(c->past + n_ids, c->ans.ids, sizeof *c->past * (size_t)(res.n_past - n_ids));
+    c->n_past = res.n_past;
+    fprintf(stderr, "kiln chat: turn %d: prefilled %d new tokens at position %d, generated %d\n",
+            turn, n_ids - start, start, res.n_generated);
+    c->conv[c->n_conv++] = (kiln_chat_message){"assistant", strdup(c->ans.text ? c->ans.text : "")};
+    return 0;
+}
+
+int kiln_cmd_chat(int argc, char **argv) {
+    const char *cmd = COMMAND.name;
+    options opt;
+    int rc;
+    if (!kiln_cli_parse(&COMMAND, argc, argv, &opt, &rc)) return rc;
     kiln_chat_options co;
     kiln_chat_options_init(&co);
-    co.add_generation_prompt = gen_prompt;
-    co.enable_thinking = think;
-    co.date = date;
-    if (render) return render_only(cmd, model, tmpl, messages, &co);
-    if (!model) return kiln_cli_usage_error(cmd, "no model given (-m FILE)");
+    co.add_generation_prompt = opt.generation_prompt;
+    co.enable_thinking = opt.think;
+    co.date = opt.date;
+    if (opt.render_only) return render_only(cmd, opt.model, opt.chat_template, opt.messages, &co);
+    if (!opt.model) return kiln_cli_usage_error(cmd, "no model given (-m FILE)");
 
-    kiln_program *prog = NULL;
-    kiln_session *sess = NULL;
-    kiln_tokenizer *tok = NULL;
-    kiln_chat_message *conv = NULL;
-    int n_conv = 0, cap_conv = 0, rc = KILN_EXIT_OK, turn = 0, n_past = 0, ctx = 0;
-    int32_t *past = NULL; /* the ids the cache holds, positions 0..n_past */
+    conversation c;
+    memset(&c, 0, sizeof c);
+    c.co = co;
     char *line = NULL;
     size_t line_cap = 0;
-    answer ans = {0};
-    kiln_chat_format fmt;
-    kiln_llm *lm = NULL;
-    kiln_status st = kiln_cli_open_program(model, &smp, &prog);
-    if (!st) st = kiln_tokenizer_from_program(prog, &tok);
-    if (!st) st = kiln_cli_chat_format(prog, tmpl, &fmt);
-    if (!st) st = kiln_llm_bind(prog, &lm);
-    if (!st) st = kiln_session_create(prog, &sess);
-    if (!st) st = kiln_detokenizer_create(tok, &ans.detok);
-    if (st) {
-        rc = kiln_cli_fail(cmd, st);
-        goto done;
-    }
-    ctx = kiln_llm_get_limits(lm)->context;
-    if (!(past = malloc(sizeof *past * (size_t)ctx)) || !(ans.ids = malloc(sizeof *ans.ids * (size_t)ctx))) {
-        rc = kiln_cli_fail(cmd, kiln_error(KILN_ERR_NOMEM, "out of memory"));
-        goto done;
-    }
-    kiln_generate_options o;
-    kiln_generate_options_init(&o);
-    kiln_cli_sampling_apply(cmd, &smp, &o);
-    o.on_token = on_token;
-    o.user = &ans;
     int tty = isatty(0);
-    /* Each message owns its strings; conv grows by two a turn. */
-    cap_conv = 16;
-    if (!(conv = malloc(sizeof *conv * (size_t)cap_conv))) {
-        rc = kiln_cli_fail(cmd, kiln_error(KILN_ERR_NOMEM, "out of memory"));
-        goto done;
-    }
-    if (system) conv[n_conv++] = (kiln_chat_message){"system", strdup(system)};
+    if ((rc = conversation_open(&c, &opt))) goto done;
     for (;;) {
         if (tty) fputs("> ", stderr);
         ssize_t got = getline(&line, &line_cap, stdin);
         if (got < 0 || kiln_cli_interrupted) break;
-        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
+            line[--got] = 0;
         if (!got) continue;
-        if (n_conv + 2 > cap_conv) {
-            kiln_chat_message *c = realloc(conv, sizeof *conv * (size_t)(cap_conv *= 2));
-            if (!c) break;
-            conv = c;
+        if (c.n_conv + 2 > c.cap_conv) {
+            kiln_chat_message *m = realloc(c.conv, sizeof *c.conv * (size_t)(c.cap_conv *= 2));
+            if (!m) break;
+            c.conv = m;
         }
-        conv[n_conv++] = (kiln_chat_message){"user", strdup(line)};
-        turn++;
-        char *text = NULL;
-        size_t len;
-        int32_t *ids = NULL;
-        int n_ids = 0;
-        co.add_generation_prompt = 1;
-        if ((st = kiln_chat_render_with(fmt, conv, n_conv, &co, &text, &len)) ||
-            (st = kiln_cli_chat_encode(tok, text, len, &ids, &n_ids))) {
-            kiln_chat_free(text);
-            rc = kiln_cli_fail(cmd, st);
-            goto done;
-        }
-        kiln_chat_free(text);
-        if (n_ids >= ctx) {
-            fprintf(stderr, "kiln chat: error: turn %d: the conversation has %d tokens, the context holds %d\n",
-                    turn, n_ids, ctx);
-            free(ids);
-            rc = KILN_EXIT_FAIL;
-            goto done;
-        }
-        /* Keep the longest cached prefix the new render shares (as
-         * llama.cpp's server does): the cache's rows past it are
-         * overwritten by this prefill and never read before (attention at
-         * position p reads rows 0..p). At least one id is prefilled, for
-         * the logits. */
-        int start = 0;
-        while (start < n_past && start < n_ids - 1 && past[start] == ids[start]) start++;
-        if (start < n_past)
-            fprintf(stderr, "kiln chat: turn %d: reusing %d of %d cached tokens (the conversation's tokens "
-                    "changed after them)\n", turn, start, n_past);
-        memcpy(past, ids, sizeof *ids * (size_t)n_ids);
-        ans.n = 0;
-        ans.n_ids = 0;
-        if (ans.text) ans.text[0] = 0;
-        kiln_generate_result res;
-        st = kiln_generate_continue(sess, ids + start, n_ids - start, start, &o, &res);
-        free(ids);
-        if (st) {
-            fflush(stdout);
-            rc = kiln_cli_fail(cmd, st);
-            goto done;
-        }
-        size_t fl;
-        const char *rest = kiln_detokenizer_flush(ans.detok, &fl);
-        answer_put(&ans, rest, fl);
-        fputc('\n', stdout);
-        fflush(stdout);
-        /* The cache now holds the prompt and the generated ids that went
-         * through decode. */
-        memcpy(past + n_ids, ans.ids, sizeof *past * (size_t)(res.n_past - n_ids));
-        n_past = res.n_past;
-        fprintf(stderr, "kiln chat: turn %d: prefilled %d new tokens at position %d, generated %d\n", turn,
-                n_ids - start, start, res.n_generated);
-        conv[n_conv++] = (kiln_chat_message){"assistant", strdup(ans.text ? ans.text : "")};
+        c.conv[c.n_conv++] = (kiln_chat_message){"user", strdup(line)};
+        if ((rc = conversation_turn(&c))) goto done;
         if (kiln_cli_interrupted) break;
     }
     if (kiln_cli_interrupted) rc = KILN_EXIT_INTERRUPTED;
 done:
-    for (int i = 0; i < n_conv; i++) free((char *)conv[i].content);
-    free(conv);
     free(line);
-    free(past);
-    free(ans.ids);
-    free(ans.text);
-    kiln_detokenizer_free(ans.detok);
-    kiln_tokenizer_free(tok);
-    kiln_session_destroy(sess);
-    kiln_llm_free(lm);
-    kiln_program_close(prog);
+    conversation_close(&c);
     return rc;
 }

@@ -23,70 +23,6 @@
 
 static const char *CMD = "debug";
 
-static const char *HELP =
-    "usage: kiln debug -m MODEL.kiln [options]\n"
-    "\n"
-    "Runs one method call on the backend under test and on a reference backend\n"
-    "with the same inputs and the same history, captures every node's output on\n"
-    "both, and prints per node: id, name, op, backend, compute unit; the cosine\n"
-    "similarity, the largest absolute error, the relative error (max |a - r| /\n"
-    "max |r|) and the SNR in dB of the backend's output a against the\n"
-    "reference's r; and the node's own error (own_cos, own_rel): the node run\n"
-    "alone on the backend given exactly the reference's inputs. Two nodes are\n"
-    "marked: the first whose cosine is below --threshold (where the outputs\n"
-    "part) and the first whose own cosine is (the node that computes wrongly;\n"
-    "error carried in from earlier nodes does not count against it). A summary\n"
-    "names both. A kv_store node is compared on the cache rows the call's\n"
-    "attention reads (0 .. position + tokens), its own error on the rows it\n"
-    "writes (run on a copy of the reference's cache).\n"
-    "\n"
-    "A language model (methods prefill and decode): both sessions first prefill\n"
-    "the tokens before --position, each on its own backend (the prompt's tokens,\n"
-    "then random valid ones), then the debugged call runs: prefill on the next\n"
-    "tokens (every row's logits kept), decode on the token at --position.\n"
-    "\n"
-    "options:\n"
-    "  -m, --model FILE       compiled program (required)\n"
-    "  --method NAME|INDEX    the method call to debug (default: prefill when the\n"
-    "                         program has it, else method 0)\n"
-    "  --backend NAME         the backend under test, every node on it (cpu, ref,\n"
-    "                         test); default: the backends the program was\n"
-    "                         compiled for\n"
-    "  --reference NAME       the reference backend (default ref)\n"
-    "  -p, --prompt TEXT      language model: the tokens (the program's tokenizer,\n"
-    "                         BOS where it adds one); past its end, or without\n"
-    "                         it, random valid tokens (--seed)\n"
-    "  --position N           language model: the position of the debugged call,\n"
-    "                         after N tokens of history (default: prefill 0;\n"
-    "                         decode: the prompt's last token, else 0)\n"
-    "  -n, --tokens N         language model, prefill: tokens in the call\n"
-    "                         (default: the rest of the prompt, else 16; at most\n"
-    "                         the prefill size and the context left)\n"
-    "  --seed S               random tokens and inputs (default 0)\n"
-    "  --inputs DIR           the call's inputs from a tensor folder\n"
-    "                         (docs/TENSORS.md; a --dump folder will do); a\n"
-    "                         language model's history is still built to the\n"
-    "                         'pos' input\n"
-    "  --threshold COS        a node is past the threshold when its cosine is\n"
-    "                         below COS (default 0.999; 0..1)\n"
-    "  --dump DIR             write the call's inputs (role input) and every\n"
-    "                         node's output (role backend, role reference; node\n"
-    "                         and op named) as a tensor folder\n"
-    "  --against CHECKPOINT   also compile CHECKPOINT (the unquantized source)\n"
-    "                         into a temporary f32 program on ref and show the\n"
-    "                         reference's error against it per node (quant_cos,\n"
-    "                         quant_rel: the quantization error), nodes matched\n"
-    "                         by name\n"
-    "  --against-tokenizer FILE  the tokenizer --against's checkpoint needs\n"
-    "                         (llama2.c checkpoints)\n"
-    "  -t, --threads N        threads of the backend under test\n"
-    "  -h, --help             this text\n"
-    "\n"
-    "examples:\n"
-    "  kiln debug -m smollm2.kiln -p \"The capital of France is\"\n"
-    "  kiln debug -m smollm2.kiln --method decode --position 300 --threshold 0.99\n"
-    "  kiln debug -m perturbed.kiln --reference ref --dump dbg/\n";
-
 /* ---- options -------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -97,66 +33,122 @@ typedef struct {
     int have_position, have_tokens;
 } options;
 
-/* 0 ok, else the exit code of a usage error (printed). */
-static int parse_args(int argc, char **argv, options *o, int *help) {
+#define OPT(field) offsetof(options, field)
+
+static const kiln_cli_flag FLAGS[] = {
+    {KILN_CLI_STR, "-m, --model", "FILE", OPT(model), .path = KILN_CLI_IN_FILE,
+     .bits = KILN_CLI_NONEMPTY, .help = "compiled program (required)"},
+    {KILN_CLI_STR, "--method", "NAME|INDEX", OPT(method), .bits = KILN_CLI_NONEMPTY,
+     .help = "the method call to debug (default: prefill when the\n"
+             "program has it, else method 0)"},
+    {KILN_CLI_STR, "--backend", "NAME", OPT(backend), .bits = KILN_CLI_NONEMPTY,
+     .help = "the backend under test, every node on it (cpu, ref,\n"
+             "test); default: the backends the program was\n"
+             "compiled for"},
+    {KILN_CLI_STR, "--reference", "NAME", OPT(reference), .bits = KILN_CLI_NONEMPTY,
+     .help = "the reference backend (default ref)"},
+    {KILN_CLI_STR, "-p, --prompt", "TEXT", OPT(prompt), /* may be empty text */
+     .help = "language model: the tokens (the program's tokenizer,\n"
+             "BOS where it adds one); past its end, or without\n"
+             "it, random valid tokens (--seed)"},
+    {KILN_CLI_I64, "--position", "N", OPT(position), .lo = 0, .hi = KILN_CLI_NO_MAX,
+     .help = "language model: the position of the debugged call,\n"
+             "after N tokens of history (default: prefill 0;\n"
+             "decode: the prompt's last token, else 0)"},
+    {KILN_CLI_I64, "-n, --tokens", "N", OPT(tokens), .lo = 1, .hi = KILN_CLI_NO_MAX,
+     .help = "language model, prefill: tokens in the call\n"
+             "(default: the rest of the prompt, else 16; at most\n"
+             "the prefill size and the context left)"},
+    {KILN_CLI_I64, "--seed", "S", OPT(seed), .lo = 0, .hi = KILN_CLI_NO_MAX,
+     .help = "random tokens and inputs (default 0)"},
+    {KILN_CLI_STR, "--inputs", "DIR", OPT(inputs), .path = KILN_CLI_IN_DIR,
+     .bits = KILN_CLI_NONEMPTY,
+     .help = "the call's inputs from a tensor folder\n"
+             "(docs/TENSORS.md; a --dump folder will do); a\n"
+             "language model's history is still built to the\n"
+             "'pos' input"},
+    {KILN_CLI_DOUBLE, "--threshold", "COS", OPT(threshold), .lo = 0, .hi = 1,
+     .rule = "is a cosine similarity in {range}",
+     .help = "a node is past the threshold when its cosine is\n"
+             "below COS (default 0.999; 0..1)"},
+    {KILN_CLI_STR, "--dump", "DIR", OPT(dump), .path = KILN_CLI_OUT_DIR, .bits = KILN_CLI_NONEMPTY,
+     .help = "write the call's inputs (role input) and every\n"
+             "node's output (role backend, role reference; node\n"
+             "and op named) as a tensor folder"},
+    {KILN_CLI_STR, "--against", "CHECKPOINT", OPT(against), .path = KILN_CLI_IN_PATH,
+     .bits = KILN_CLI_NONEMPTY,
+     .help = "also compile CHECKPOINT (the unquantized source)\n"
+             "into a temporary f32 program on ref and show the\n"
+             "reference's error against it per node (quant_cos,\n"
+             "quant_rel: the quantization error), nodes matched\n"
+             "by name"},
+    {KILN_CLI_STR, "--against-tokenizer", "FILE", OPT(against_tok), .path = KILN_CLI_IN_FILE,
+     .bits = KILN_CLI_NONEMPTY,
+     .help = "the tokenizer --against's checkpoint needs\n"
+             "(llama2.c checkpoints)"},
+    {KILN_CLI_I64, "-t, --threads", "N", OPT(threads), .lo = 1, .hi = KILN_MAX_THREADS,
+     .help = "threads of the backend under test"},
+    {KILN_CLI_END},
+};
+
+/* --position and --tokens not given: -1 and 0 (have_* are set after parsing). */
+static void init(void *p) {
+    options *o = p;
     memset(o, 0, sizeof *o);
     o->reference = "ref";
     o->threshold = 0.999;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        long long *num = NULL, lo = 0, hi = 0;
-        const char **str = NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            *help = 1;
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model"))
-            str = &o->model;
-        else if (!strcmp(a, "--method"))
-            str = &o->method;
-        else if (!strcmp(a, "--backend"))
-            str = &o->backend;
-        else if (!strcmp(a, "--reference"))
-            str = &o->reference;
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt"))
-            str = &o->prompt;
-        else if (!strcmp(a, "--inputs"))
-            str = &o->inputs;
-        else if (!strcmp(a, "--dump"))
-            str = &o->dump;
-        else if (!strcmp(a, "--against"))
-            str = &o->against;
-        else if (!strcmp(a, "--against-tokenizer"))
-            str = &o->against_tok;
-        else if (!strcmp(a, "--position"))
-            num = &o->position, lo = 0, hi = 0x7fffffffffffffffLL, o->have_position = 1;
-        else if (!strcmp(a, "-n") || !strcmp(a, "--tokens"))
-            num = &o->tokens, lo = 1, hi = 0x7fffffffffffffffLL, o->have_tokens = 1;
-        else if (!strcmp(a, "--seed"))
-            num = &o->seed, lo = 0, hi = 0x7fffffffffffffffLL;
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
-            num = &o->threads, lo = 1, hi = KILN_MAX_THREADS;
-        else if (!strcmp(a, "--threshold")) {
-            if (!(v = kiln_cli_value(CMD, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_float(v, 0, 1, &o->threshold))
-                return kiln_cli_usage_error(
-                    CMD, "--threshold is a cosine similarity in 0..1, got '%s'", v);
-            continue;
-        } else if (a[0] == '-')
-            return kiln_cli_usage_error(CMD, "unknown option '%s'", a);
-        else
-            return kiln_cli_usage_error(CMD, "unexpected argument '%s' (the program goes after -m)",
-                                        a);
-        if (!(v = kiln_cli_value(CMD, argc, argv, &i))) return KILN_EXIT_USAGE;
-        if (str) {
-            /* a prompt may be empty text; nothing else may */
-            if (!*v && str != &o->prompt)
-                return kiln_cli_usage_error(CMD, "%s needs a value, got ''", a);
-            *str = v;
-        } else if (kiln_cli_int(v, lo, hi, num)) {
-            return kiln_cli_usage_error(CMD, "%s must be an integer in %lld..%lld, got '%s'", a, lo,
-                                        hi, v);
-        }
-    }
+    o->position = -1;
+}
+
+static const kiln_cli_command COMMAND = {
+    .name = "debug",
+    .about = "usage: kiln debug -m MODEL.kiln [options]\n"
+             "\n"
+             "Runs one method call on the backend under test and on a reference backend\n"
+             "with the same inputs and the same history, captures every node's output on\n"
+             "both, and prints per node: id, name, op, backend, compute unit; the cosine\n"
+             "similarity, the largest absolute error, the relative error (max |a - r| /\n"
+             "max |r|) and the SNR in dB of the backend's output a against the\n"
+             "reference's r; and the node's own error (own_cos, own_rel): the node run\n"
+             "alone on the backend given exactly the reference's inputs. Two nodes are\n"
+             "marked: the first whose cosine is below --threshold (where the outputs\n"
+             "part) and the first whose own cosine is (the node that computes wrongly;\n"
+             "error carried in from earlier nodes does not count against it). A summary\n"
+             "names both. A kv_store node is compared on the cache rows the call's\n"
+             "attention reads (0 .. position + tokens), its own error on the rows it\n"
+             "writes (run on a copy of the reference's cache).\n"
+             "\n"
+             "A language model (methods prefill and decode): both sessions first prefill\n"
+             "the tokens before --position, each on its own backend (the prompt's tokens,\n"
+             "then random valid ones), then the debugged call runs: prefill on the next\n"
+             "tokens (every row's logits kept), decode on the token at --position.\n"
+             "\n",
+    .notes = "\n"
+             "examples:\n"
+             "  kiln debug -m smollm2.kiln -p \"The capital of France is\"\n"
+             "  kiln debug -m smollm2.kiln --method decode --position 300 --threshold 0.99\n"
+             "  kiln debug -m perturbed.kiln --reference ref --dump dbg/\n",
+    .column = 25,
+    .flags = FLAGS,
+    .size = sizeof(options),
+    .init = init,
+    .stray = "unexpected argument '%s' (the program goes after -m)",
+};
+
+static int check_args(const options *o);
+
+/* 1 to go on, else 0 with *rc the exit code (the help printed, or a usage
+ * error). */
+static int parse_args(int argc, char **argv, options *o, int *rc) {
+    if (!kiln_cli_parse(&COMMAND, argc, argv, o, rc)) return 0;
+    o->have_position = o->position >= 0;
+    o->have_tokens = o->tokens > 0;
+    if (!o->have_position) o->position = 0;
+    return !(*rc = check_args(o));
+}
+
+/* The rules between flags: 0, or the exit code of a usage error (printed). */
+static int check_args(const options *o) {
     if (!o->model) return kiln_cli_usage_error(CMD, "no program given (-m MODEL.kiln)");
     const char *be[2] = {o->backend, o->reference}, *flag[2] = {"--backend", "--reference"};
     for (int k = 0; k < 2; k++)
@@ -735,12 +727,8 @@ static int plan_llm_call(debugger *d, kiln_status *st) {
 
 int kiln_cmd_debug(int argc, char **argv) {
     options o;
-    int help = 0, rc = parse_args(argc, argv, &o, &help);
-    if (help) {
-        fputs(HELP, stdout);
-        return KILN_EXIT_OK;
-    }
-    if (rc) return rc;
+    int rc;
+    if (!parse_args(argc, argv, &o, &rc)) return rc;
 
     debugger d;
     memset(&d, 0, sizeof d);

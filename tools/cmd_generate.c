@@ -1,4 +1,5 @@
 /* cmd_generate.c: `kiln generate -m model.kiln (-p PROMPT | --prompt-ids IDS)`. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,56 +10,81 @@
 #include "cli.h"
 #include "kiln/kiln_llm.h"
 
-static const char *HELP =
-    "usage: kiln generate -m MODEL.kiln (-p PROMPT | --prompt-ids \"1 2 3\") [options]\n"
-    "\n"
-    "Feeds the prompt through prefill (in chunks), then decodes new tokens.\n"
-    "Text mode prints the prompt as decoded from its tokens, the generated\n"
-    "text, and a newline.\n"
-    "\n"
-    "options:\n"
-    "  -m, --model FILE     compiled program (required)\n"
-    "  -p, --prompt TEXT    prompt text; BOS is added where the tokenizer says so\n"
-    "  --prompt-ids IDS     prompt token ids, space- or comma-separated, used as given\n"
-    "  -n, --n-predict N    most new tokens; -1 (default): until an end token or\n"
-    "                       the context is full\n"
-    "  --temp T             temperature; 0 = greedy, where only the repeat penalty\n"
-    "                       applies (default 0.8)\n"
-    "  --top-k N            keep the N most likely tokens; 0 = off (default 40)\n"
-    "  --top-p P            keep the most likely tokens up to probability P, in\n"
-    "                       (0, 1]; 1 = off (default 0.95)\n"
-    "  --min-p P            drop tokens less likely than P times the best, in\n"
-    "                       [0, 1]; 0 = off (default 0.05)\n"
-    "  --repeat-penalty F   penalise tokens seen in the last N; > 0, 1 = off\n"
-    "                       (default 1.0)\n"
-    "  --repeat-last-n N    the penalty's window; -1 = whole context, 0 = off\n"
-    "                       (default 64)\n"
-    "  --seed S             sampler seed; -1 (default) = random, printed on stderr\n"
-    "  -t, --threads N      threads to compute with (default: $KILN_THREADS, else\n"
-    "                       every core this process may run on)\n"
-    "  --stop STRING        stop when the generated text ends with STRING (not\n"
-    "                       printed); repeatable; not with --print-ids\n"
-    "  --chat               render -p as a user turn with the chat template and\n"
-    "                       print only the answer\n"
-    "  --system TEXT        system message (--chat)\n"
-    "  --think, --no-think  Qwen3's thinking switch (--chat; default think)\n"
-    "  --chat-template NAME|FILE  chatml, smollm2, qwen3, llama3, llama3.1,\n"
-    "                       llama3.2, llama3.3 or a Jinja file\n"
-    "                       (--chat; default: the program's template)\n"
-    "  --print-ids          print only the generated ids on one line\n"
-    "  --stats-json FILE    write the generation statistics as JSON to FILE\n"
-    "  --trace FILE         record a profile of every method call (docs/TRACE.md;\n"
-    "                       read it with kiln inspect)\n"
-    "  --no-stats           no statistics block on stderr\n"
-    "  -h, --help           this text\n"
-    "\n"
-    "Samplers run in llama.cpp's order: repeat penalty, top-k, top-p, min-p,\n"
-    "temperature. After generating, statistics (tokens, load time, time to\n"
-    "first token, prefill and decode speed, sampling time, peak RSS) go to\n"
-    "stderr.\n"
-    "\n"
-    "example:\n"
-    "  kiln generate -m stories.kiln -p \"Once upon a time\" -n 64 --temp 0\n";
+typedef struct {
+    const char *model, *prompt, *prompt_ids, *stats_json, *system, *chat_template, *trace;
+    int chat, think, print_ids, no_stats;
+    kiln_cli_strs stop;
+    kiln_cli_sampling smp;
+} options;
+
+#define OPT(field) offsetof(options, field)
+
+static const kiln_cli_flag FLAGS[] = {
+    {KILN_CLI_STR, "-m, --model", "FILE", OPT(model), .path = KILN_CLI_IN_FILE,
+     .help = "compiled program (required)"},
+    {KILN_CLI_STR, "-p, --prompt", "TEXT", OPT(prompt),
+     .help = "prompt text; BOS is added where the tokenizer says so"},
+    {KILN_CLI_STR, "--prompt-ids", "IDS", OPT(prompt_ids),
+     .help = "prompt token ids, space- or comma-separated, used as given"},
+    {KILN_CLI_TABLE, NULL, NULL, OPT(smp), .table = kiln_cli_sampling_flags},
+    {KILN_CLI_SET, "--ignore-eos", NULL, OPT(smp.gen.ignore_eos), .lo = 1,
+     .help = "end tokens do not stop generation: they are kept and\n"
+             "printed like any other (with -n N: exactly N tokens,\n"
+             "as llama.cpp's --ignore-eos, for benchmarks)"},
+    {KILN_CLI_STRS, "--stop", "STRING", OPT(stop), .bits = KILN_CLI_NONEMPTY,
+     .help = "stop when the generated text ends with STRING (not\n"
+             "printed); repeatable; not with --print-ids"},
+    {KILN_CLI_SET, "--chat", NULL, OPT(chat), .lo = 1,
+     .help = "render -p as a user turn with the chat template and\n"
+             "print only the answer"},
+    {KILN_CLI_STR, "--system", "TEXT", OPT(system), .help = "system message (--chat)"},
+    {KILN_CLI_SWITCH, "--think, --no-think", NULL, OPT(think),
+     .help = "Qwen3's thinking switch (--chat; default think)"},
+    {KILN_CLI_STR, "--chat-template", "NAME|FILE", OPT(chat_template),
+     .help = "chatml, smollm2, qwen3, llama3, llama3.1,\n"
+             "llama3.2, llama3.3 or a Jinja file\n"
+             "(--chat; default: the program's template)"},
+    {KILN_CLI_SET, "--print-ids", NULL, OPT(print_ids), .lo = 1,
+     .help = "print only the generated ids on one line"},
+    {KILN_CLI_STR, "--stats-json", "FILE", OPT(stats_json), .path = KILN_CLI_OUT_FILE,
+     .help = "write the generation statistics as JSON to FILE"},
+    {KILN_CLI_STR, "--trace", "FILE", OPT(trace), .path = KILN_CLI_OUT_FILE,
+     .help = "record a profile of every method call (docs/TRACE.md;\n"
+             "read it with kiln inspect)"},
+    {KILN_CLI_SET, "--no-stats", NULL, OPT(no_stats), .lo = 1,
+     .help = "no statistics block on stderr"},
+    {KILN_CLI_END},
+};
+
+static void init(void *p) {
+    options *o = p;
+    memset(o, 0, sizeof *o);
+    o->think = 1;
+    kiln_cli_sampling_init(&o->smp);
+}
+
+static const kiln_cli_command COMMAND = {
+    .name = "generate",
+    .about = "usage: kiln generate -m MODEL.kiln (-p PROMPT | --prompt-ids \"1 2 3\") [options]\n"
+             "\n"
+             "Feeds the prompt through prefill (in chunks), then decodes new tokens.\n"
+             "Text mode prints the prompt as decoded from its tokens, the generated\n"
+             "text, and a newline.\n"
+             "\n",
+    .notes = "\n"
+             "Samplers run in llama.cpp's order: repeat penalty, top-k, top-p, min-p,\n"
+             "temperature. After generating, statistics (tokens, load time, time to\n"
+             "first token, prefill and decode speed, sampling time, peak RSS) go to\n"
+             "stderr.\n"
+             "\n"
+             "example:\n"
+             "  kiln generate -m stories.kiln -p \"Once upon a time\" -n 64 --temp 0\n",
+    .column = 23,
+    .flags = FLAGS,
+    .size = sizeof(options),
+    .init = init,
+    .unknown = "unknown argument '%s'",
+};
 
 /* Prints tokens as they come. llama2.c programs follow run.c exactly (a
  * lone byte that is neither printable nor space is skipped); every other
@@ -73,7 +99,7 @@ typedef struct {
     /* --stop: generated text not yet printed because it could be the start
      * of a stop string (only the longest such tail is held). */
     int generating, stopped;
-    char *const *stop;
+    const char *const *stop;
     int n_stop;
     char *held;
     size_t n_held, cap_held;
@@ -242,180 +268,151 @@ static long long peak_rss(void) {
 #endif
 }
 
-int kiln_cmd_generate(int argc, char **argv) {
-    const char *cmd = "generate", *model = NULL, *prompt = NULL, *prompt_ids = NULL;
-    const char *stats_json = NULL, *system = NULL, *chat_template = NULL, *trace_path = NULL;
-    kiln_trace *trace = NULL;
-    int chat = 0, think = 1;
-    kiln_cli_sampling smp;
-    kiln_cli_sampling_init(&smp);
-    int print_ids = 0, no_stats = 0, n_stop = 0;
-    enum { MAX_STOP = 32 };
-    char *stop[MAX_STOP];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val;
-        int used = kiln_cli_sampling_flag(cmd, argc, argv, &i, &smp);
-        if (used < 0) return KILN_EXIT_USAGE;
-        if (used) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(HELP, stdout);
-            return KILN_EXIT_OK;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
-            if (!(prompt = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--prompt-ids")) {
-            if (!(prompt_ids = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--stop")) {
-            if (!(val = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (!*val) return kiln_cli_usage_error(cmd, "--stop needs a non-empty string");
-            if (n_stop == MAX_STOP) return kiln_cli_usage_error(cmd, "--stop given more than %d times", MAX_STOP);
-            stop[n_stop++] = argv[i];
-        } else if (!strcmp(a, "--trace")) {
-            if (!(trace_path = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--stats-json")) {
-            if (!(stats_json = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--chat")) {
-            chat = 1;
-        } else if (!strcmp(a, "--think")) {
-            think = 1;
-        } else if (!strcmp(a, "--no-think")) {
-            think = 0;
-        } else if (!strcmp(a, "--system")) {
-            if (!(system = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--chat-template")) {
-            if (!(chat_template = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--no-stats")) {
-            no_stats = 1;
-        } else if (!strcmp(a, "--print-ids")) {
-            print_ids = 1;
-        } else {
-            return kiln_cli_usage_error(cmd, "unknown argument '%s'", a);
-        }
-    }
-    if (!model) return kiln_cli_usage_error(cmd, "no model given (-m FILE)");
-    if (!prompt == !prompt_ids) return kiln_cli_usage_error(cmd, "give exactly one of -p and --prompt-ids");
-    if (chat && !prompt) return kiln_cli_usage_error(cmd, "--chat needs -p TEXT");
-    if (!chat && (system || chat_template)) return kiln_cli_usage_error(cmd, "--system and --chat-template need --chat");
-    if (n_stop && print_ids) return kiln_cli_usage_error(cmd, "--stop works on text; it cannot be used with --print-ids");
+/* The rules between flags: 0, or 2 after the message. */
+static int check_args(const options *o) {
+    const char *cmd = COMMAND.name;
+    if (!o->model) return kiln_cli_usage_error(cmd, "no model given (-m FILE)");
+    if (!o->prompt == !o->prompt_ids)
+        return kiln_cli_usage_error(cmd, "give exactly one of -p and --prompt-ids");
+    if (o->chat && !o->prompt) return kiln_cli_usage_error(cmd, "--chat needs -p TEXT");
+    if (!o->chat && (o->system || o->chat_template))
+        return kiln_cli_usage_error(cmd, "--system and --chat-template need --chat");
+    if (o->stop.n && o->print_ids)
+        return kiln_cli_usage_error(cmd,
+                                    "--stop works on text; it cannot be used with --print-ids");
+    return 0;
+}
 
-    kiln_program *prog = NULL;
-    kiln_session *sess = NULL;
-    kiln_tokenizer *tok = NULL;
-    int32_t *ids = NULL;
-    int n_ids = 0, rc = KILN_EXIT_OK;
-    printer pr = {NULL, NULL, -1, 0, 0, 0, 0, stop, n_stop, NULL, 0, 0};
-    double load_t0 = now_ms();
-    kiln_status st = kiln_cli_open_program(model, &smp, &prog);
-    /* Ids in, ids out needs no tokenizer. */
-    if (!st && !(prompt_ids && print_ids)) st = kiln_tokenizer_from_program(prog, &tok);
-    if (st) {
-        rc = kiln_cli_fail(cmd, st);
-        goto done;
+/* The prompt's ids into *ids (malloc'd): --prompt-ids as given, or -p
+ * rendered as a user turn (--chat) or encoded (BOS where the tokenizer adds
+ * one). 0, or the exit code after the message. */
+static int prompt_tokens(const options *o, const kiln_program *prog, const kiln_tokenizer *tok,
+                         int32_t **ids, int *n_ids) {
+    const char *cmd = COMMAND.name;
+    kiln_status st;
+    if (o->prompt_ids) {
+        if (parse_ids(o->prompt_ids, ids, n_ids) || *n_ids == 0)
+            return kiln_cli_usage_error(cmd, "--prompt-ids must be non-negative integers, got '%s'",
+                                        o->prompt_ids);
+        return 0;
     }
-    if (prompt_ids) {
-        if (parse_ids(prompt_ids, &ids, &n_ids) || n_ids == 0) {
-            rc = kiln_cli_usage_error(cmd, "--prompt-ids must be non-negative integers, got '%s'", prompt_ids);
-            goto done;
-        }
-    } else if (chat) {
+    if (o->chat) {
         kiln_chat_message msgs[2];
         int n_msgs = 0;
         kiln_chat_format fmt;
         char *text = NULL;
         size_t len;
-        if (system) msgs[n_msgs++] = (kiln_chat_message){"system", system};
-        msgs[n_msgs++] = (kiln_chat_message){"user", prompt};
-        if ((st = kiln_cli_chat_format(prog, chat_template, &fmt)) ||
-            (st = kiln_chat_render(fmt, msgs, n_msgs, 1, think, &text, &len)) ||
-            (st = kiln_cli_chat_encode(tok, text, len, &ids, &n_ids))) {
-            kiln_chat_free(text);
-            rc = kiln_cli_fail(cmd, st);
-            goto done;
-        }
+        if (o->system) msgs[n_msgs++] = (kiln_chat_message){"system", o->system};
+        msgs[n_msgs++] = (kiln_chat_message){"user", o->prompt};
+        if (!(st = kiln_cli_chat_format(prog, o->chat_template, &fmt)) &&
+            !(st = kiln_chat_render(fmt, msgs, n_msgs, 1, o->think, &text, &len)))
+            st = kiln_cli_chat_encode(tok, text, len, ids, n_ids);
         kiln_chat_free(text);
-    } else {
-        size_t len = strlen(prompt);
-        int cap = 2 * (int)len + 3; /* SentencePiece may need two ids a byte around added tokens */
-        ids = malloc(sizeof *ids * (size_t)cap);
-        if (!ids) {
-            rc = kiln_cli_fail(cmd, KILN_ERR_NOMEM);
-            goto done;
-        }
-        if ((st = kiln_tokenizer_encode(tok, prompt, len, 1, ids, cap, &n_ids))) {
-            rc = kiln_cli_fail(cmd, st);
-            goto done;
-        }
+        return st ? kiln_cli_fail(cmd, st) : 0;
     }
-    kiln_generate_options o;
-    kiln_generate_options_init(&o);
-    kiln_cli_sampling_apply(cmd, &smp, &o);
-    pr.tok = tok;
-    pr.print_ids = print_ids;
-    const char *tok_model = kiln_program_meta_str(prog, "tokenizer.model");
-    int runc = tok_model && !strcmp(tok_model, "llama2c");
-    if (tok && !print_ids && !runc && (st = kiln_detokenizer_create(tok, &pr.detok))) {
-        rc = kiln_cli_fail(cmd, st);
-        goto done;
+    size_t len = strlen(o->prompt);
+    int cap = 2 * (int)len + 3; /* SentencePiece may need two ids a byte around added tokens */
+    if (!(*ids = malloc(sizeof **ids * (size_t)cap))) return kiln_cli_fail(cmd, KILN_ERR_NOMEM);
+    st = kiln_tokenizer_encode(tok, o->prompt, len, 1, *ids, cap, n_ids);
+    return st ? kiln_cli_fail(cmd, st) : 0;
+}
+
+/* Echoes the prompt in text mode as decoded from its tokens (llama2.c: as
+ * run.c does, the BOS it starts with is not shown). */
+static void echo_prompt(printer *pr, const int32_t *ids, int n_ids, int runc) {
+    for (int i = 0; i < n_ids; i++) {
+        if (runc && i == 0 && ids[0] == kiln_tokenizer_bos(pr->tok)) {
+            pr->prev = ids[0];
+            continue;
+        }
+        print_token(pr, ids[i]);
     }
+}
+
+/* The statistics on stderr (unless --no-stats) and in --stats-json; the
+ * exit code of a generation that ran. */
+static int report(const options *o, const kiln_generate_result *res, double load_ms) {
+    int rc = KILN_EXIT_OK;
+    long long rss = peak_rss();
+    if (!o->no_stats) print_stats(stderr, res, load_ms, rss);
+    if (o->stats_json && write_stats_json(o->stats_json, res, load_ms, rss)) {
+        fprintf(stderr, "kiln generate: error: cannot write '%s'\n", o->stats_json);
+        rc = KILN_EXIT_FAIL;
+    }
+    if (kiln_cli_interrupted) {
+        fprintf(stderr, "kiln generate: interrupted after %d tokens\n", res->n_generated);
+        rc = KILN_EXIT_INTERRUPTED;
+    }
+    return rc;
+}
+
+/* Writes what the trace recorded, even after a failure, and frees it;
+ * returns rc, or the exit code of a failed write. */
+static int finish_trace(const options *o, kiln_trace *trace, kiln_session *sess, int rc) {
+    kiln_status ts = kiln_trace_write(trace, sess, o->trace);
+    if (ts)
+        rc = kiln_cli_fail(COMMAND.name, ts);
+    else if (!o->no_stats)
+        fprintf(stderr, "kiln generate: trace of %lld events written to %s\n",
+                (long long)kiln_trace_event_count(trace), o->trace);
+    kiln_session_set_trace(sess, NULL);
+    kiln_trace_free(trace);
+    return rc;
+}
+
+int kiln_cmd_generate(int argc, char **argv) {
+    const char *cmd = COMMAND.name;
+    options opt;
+    int rc;
+    if (!kiln_cli_parse(&COMMAND, argc, argv, &opt, &rc)) return rc;
+    if ((rc = check_args(&opt))) return rc;
+
+    kiln_program *prog = NULL;
+    kiln_session *sess = NULL;
+    kiln_tokenizer *tok = NULL;
+    kiln_trace *trace = NULL;
+    int32_t *ids = NULL;
+    int n_ids = 0, print_ids = opt.print_ids;
+    printer pr = {NULL, NULL, -1, print_ids, 0, 0, 0, opt.stop.v, opt.stop.n, NULL, 0, 0};
+    double load_t0 = now_ms();
+    kiln_status st = kiln_program_open_with(opt.model, &opt.smp.open, &prog);
+    /* Ids in, ids out needs no tokenizer. */
+    if (!st && !(opt.prompt_ids && print_ids)) st = kiln_tokenizer_from_program(prog, &tok);
+    if (st) goto fail;
+    if ((rc = prompt_tokens(&opt, prog, tok, &ids, &n_ids))) goto done;
+    kiln_cli_sampling_seed(cmd, &opt.smp);
+    kiln_generate_options o = opt.smp.gen;
     o.on_token = on_token;
     o.user = &pr;
-    if ((st = kiln_session_create(prog, &sess))) {
-        rc = kiln_cli_fail(cmd, st);
-        goto done;
-    }
+    pr.tok = tok;
+    const char *tok_model = kiln_program_meta_str(prog, "tokenizer.model");
+    int runc = tok_model && !strcmp(tok_model, "llama2c");
+    if ((tok && !print_ids && !runc && (st = kiln_detokenizer_create(tok, &pr.detok))) ||
+        (st = kiln_session_create(prog, &sess)))
+        goto fail;
     double load_ms = now_ms() - load_t0;
-    if (trace_path && ((st = kiln_trace_create(&trace)) || (st = kiln_session_set_trace(sess, trace)))) {
-        rc = kiln_cli_fail(cmd, st);
-        goto done;
-    }
-    if ((st = kiln_generate_check(prog, ids, n_ids, &o))) {
-        rc = kiln_cli_fail(cmd, st);
-        goto done;
-    }
-    /* Echo the prompt in text mode as decoded from its tokens (llama2.c: as
-     * run.c does, the BOS it starts with is not shown). */
-    if (!print_ids && !chat) { /* tok is set: text mode needs it */
-        for (int i = 0; i < n_ids; i++) {
-            if (runc && i == 0 && ids[0] == kiln_tokenizer_bos(tok)) {
-                pr.prev = ids[0];
-                continue;
-            }
-            print_token(&pr, ids[i]);
-        }
-    }
+    if ((opt.trace &&
+         ((st = kiln_trace_create(&trace)) || (st = kiln_session_set_trace(sess, trace)))) ||
+        (st = kiln_generate_check(prog, ids, n_ids, &o)))
+        goto fail;
+    if (!print_ids && !opt.chat) echo_prompt(&pr, ids, n_ids, runc); /* tok is set: text mode */
     kiln_generate_result res;
     pr.generating = 1;
     st = kiln_generate(sess, ids, n_ids, &o, &res);
     if (trace) kiln_trace_set_positions(trace, st ? 0 : res.n_prompt + res.n_generated);
     if (st) {
         if (!print_ids) fflush(stdout);
-        rc = kiln_cli_fail(cmd, st);
-        goto done;
+        goto fail;
     }
     if (!print_ids) print_flush(&pr);
     printf("\n");
     fflush(stdout);
-    long long rss = peak_rss();
-    if (!no_stats) print_stats(stderr, &res, load_ms, rss);
-    if (stats_json && write_stats_json(stats_json, &res, load_ms, rss)) {
-        fprintf(stderr, "kiln generate: error: cannot write '%s'\n", stats_json);
-        rc = KILN_EXIT_FAIL;
-    }
-    if (kiln_cli_interrupted) {
-        fprintf(stderr, "kiln generate: interrupted after %d tokens\n", res.n_generated);
-        rc = KILN_EXIT_INTERRUPTED;
-    }
+    rc = report(&opt, &res, load_ms);
+    goto done;
+fail:
+    rc = kiln_cli_fail(cmd, st);
 done:
-    if (trace) { /* what was recorded, even after a failure */
-        kiln_status ts = kiln_trace_write(trace, sess, trace_path);
-        if (ts) rc = kiln_cli_fail(cmd, ts);
-        else if (!no_stats)
-            fprintf(stderr, "kiln generate: trace of %lld events written to %s\n",
-                    (long long)kiln_trace_event_count(trace), trace_path);
-        kiln_session_set_trace(sess, NULL);
-        kiln_trace_free(trace);
-    }
+    if (trace) rc = finish_trace(&opt, trace, sess, rc);
     free(pr.held);
     kiln_detokenizer_free(pr.detok);
     free(ids);

@@ -1,26 +1,49 @@
 /* cmd_info.c: `kiln info model.kiln [--json] [--verify]`: everything a
  * program holds: metadata, methods with inputs and outputs, state buffers,
  * constants by dtype, and the backend of every node. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "devtools/devtools.h"
 
-static const char *HELP =
-    "usage: kiln info MODEL.kiln [--json] [--verify]\n"
-    "\n"
-    "Prints the program's metadata, every method's inputs and outputs (name,\n"
-    "dtype, shape), state buffers, constants (count and bytes by dtype), and\n"
-    "the backend of each node (with fallbacks marked).\n"
-    "\n"
-    "options:\n"
-    "  --json     one JSON object instead of text\n"
-    "  --verify   also check every section's checksum, weights included\n"
-    "  -h, --help this text\n"
-    "\n"
-    "example:\n"
-    "  kiln info stories.kiln --verify\n";
+typedef struct {
+    const char *path;
+    int json, verify;
+} options;
+
+#define OPT(field) offsetof(options, field)
+
+static const kiln_cli_flag FLAGS[] = {
+    {KILN_CLI_STR, "PROGRAM", NULL, OPT(path), .path = KILN_CLI_IN_FILE,
+     .bits = KILN_CLI_POSITIONAL, .rule = "more than one program given ('%s' and '%s')"},
+    {KILN_CLI_SET, "--json", NULL, OPT(json), .lo = 1, .help = "one JSON object instead of text"},
+    {KILN_CLI_SET, "--verify", NULL, OPT(verify), .lo = 1,
+     .help = "also check every section's checksum, weights included"},
+    {KILN_CLI_END},
+};
+
+static void init(void *o) {
+    memset(o, 0, sizeof(options));
+}
+
+static const kiln_cli_command COMMAND = {
+    .name = "info",
+    .about = "usage: kiln info MODEL.kiln [--json] [--verify]\n"
+             "\n"
+             "Prints the program's metadata, every method's inputs and outputs (name,\n"
+             "dtype, shape), state buffers, constants (count and bytes by dtype), and\n"
+             "the backend of each node (with fallbacks marked).\n"
+             "\n",
+    .notes = "\n"
+             "example:\n"
+             "  kiln info stories.kiln --verify\n",
+    .column = 13,
+    .flags = FLAGS,
+    .size = sizeof(options),
+    .init = init,
+};
 
 static void json_str(const char *s) {
     kiln_json_fput_str(stdout, s);
@@ -203,35 +226,22 @@ static void print_json(const kiln_program *p, const char *path, int verified) {
 }
 
 int kiln_cmd_info(int argc, char **argv) {
-    const char *cmd = "info", *path = NULL;
-    int json = 0, verify = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(HELP, stdout);
-            return KILN_EXIT_OK;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "--verify")) {
-            verify = 1;
-        } else if (a[0] == '-' && a[1]) {
-            return kiln_cli_usage_error(cmd, "unknown option '%s'", a);
-        } else if (!path) {
-            path = a;
-        } else {
-            return kiln_cli_usage_error(cmd, "more than one program given");
-        }
-    }
-    if (!path) return kiln_cli_usage_error(cmd, "no program given");
+    const char *cmd = COMMAND.name;
+    options o;
+    int rc;
+    if (!kiln_cli_parse(&COMMAND, argc, argv, &o, &rc)) return rc;
+    if (!o.path) return kiln_cli_usage_error(cmd, "no program given");
     kiln_program *p;
-    kiln_status st = kiln_program_open(path, &p);
+    kiln_status st = kiln_program_open(o.path, &p);
     if (st) return kiln_cli_fail(cmd, st);
-    if (verify && (st = kiln_program_verify(p))) {
+    if (o.verify && (st = kiln_program_verify(p))) {
         kiln_program_close(p);
         return kiln_cli_fail(cmd, st);
     }
-    if (json) print_json(p, path, verify);
-    else print_text(p, path, verify);
+    if (o.json)
+        print_json(p, o.path, o.verify);
+    else
+        print_text(p, o.path, o.verify);
     kiln_program_close(p);
     return KILN_EXIT_OK;
 }

@@ -5,6 +5,7 @@
  * Reading: inspect_trace.c; the tables: inspect_report.c; Chrome and HTML:
  * inspect_html.c. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,47 +15,81 @@
 
 static const char *CMD = "inspect";
 
-static const char *HELP =
-    "usage: kiln inspect TRACE [options]\n"
-    "\n"
-    "Reads a trace (kiln generate|run|bench --trace FILE; docs/TRACE.md) and\n"
-    "prints where the time went: per method its calls (p10/p50/p90/avg/min/max\n"
-    "ms), then a breakdown nested method > backend (its partitions) > op or\n"
-    "node, each row with its share of the row it sits under (a method's share\n"
-    "of all method time), so nothing is counted twice; \"(executor)\" and\n"
-    "\"(between nodes)\" rows are the time outside partitions and between nodes.\n"
-    "Then the time spent in fallback ops, and the memory.\n"
-    "\n"
-    "Roofline: GFLOP/s and GB/s achieved against the peaks of `kiln bench\n"
-    "--machine` ($KILN_CACHE/machine.json, default ~/.cache/kiln; its\n"
-    "one-thread rates for a one-thread trace, else all-thread) or --peaks. A row\n"
-    "is memory-bound when its flops per byte are below the ridge point (peak\n"
-    "flops / peak bandwidth), and \"% peak\" is achieved / that bound's peak;\n"
-    "the quantized matmul kernels (units \"... x q8 ...\") are held to the int8\n"
-    "peak, all else to the f32 peak.\n"
-    "\n"
-    "options:\n"
-    "  --by op|node|backend|method  the breakdown's rows (default op: one row per\n"
-    "                         op and compute unit)\n"
-    "  --format table|csv|json  output (default table); csv: one line per row;\n"
-    "                         json: one object with methods, rows, fallback,\n"
-    "                         memory and peaks\n"
-    "  --top N                at most N rows per group, the rest summed in one\n"
-    "                         \"(other rows)\" row (default 0: all)\n"
-    "  --peaks FILE           the machine's peaks (machine.json of kiln bench\n"
-    "                         --machine) instead of the cached ones\n"
-    "  --chrome FILE          write the trace as Chrome trace events (open in\n"
-    "                         https://ui.perfetto.dev or chrome://tracing)\n"
-    "  --html FILE            write a self-contained HTML report: timeline,\n"
-    "                         time by op and backend, roofline, memory, tables\n"
-    "  -h, --help             this text\n"
-    "\n"
-    "examples:\n"
-    "  kiln generate -m smollm2.kiln -p \"Once upon a time\" -n 64 --trace run.trace\n"
-    "  kiln inspect run.trace\n"
-    "  kiln inspect run.trace --by node --top 5\n"
-    "  kiln inspect run.trace --format json > run.json\n"
-    "  kiln inspect run.trace --chrome run.json --html run.html\n";
+typedef struct {
+    const char *path, *peaks, *chrome, *html;
+    int by, format; /* BY_*; 0 table, 1 csv, 2 json */
+    long long top;
+} options;
+
+#define OPT(field) offsetof(options, field)
+
+static const char *const BYS[] = {"op", "node", "backend", "method", NULL}; /* BY_* */
+static const char *const FORMATS[] = {"table", "csv", "json", NULL};
+
+static const kiln_cli_flag FLAGS[] = {
+    {KILN_CLI_STR, "TRACE", NULL, OPT(path), .path = KILN_CLI_IN_FILE, .bits = KILN_CLI_POSITIONAL,
+     .rule = "one trace at a time ('%s' and '%s')"},
+    {KILN_CLI_CHOICE, "--by", "op|node|backend|method", OPT(by), .choices = BYS,
+     .help = "the breakdown's rows (default op: one row per\n"
+             "op and compute unit)"},
+    {KILN_CLI_CHOICE, "--format", "table|csv|json", OPT(format), .choices = FORMATS,
+     .help = "output (default table); csv: one line per row;\n"
+             "json: one object with methods, rows, fallback,\n"
+             "memory and peaks"},
+    {KILN_CLI_I64, "--top", "N", OPT(top), .lo = 0, .hi = 1 << 30,
+     .rule = "must be a count >= 0 (0 = all)",
+     .help = "at most N rows per group, the rest summed in one\n"
+             "\"(other rows)\" row (default 0: all)"},
+    {KILN_CLI_STR, "--peaks", "FILE", OPT(peaks), .path = KILN_CLI_IN_FILE,
+     .help = "the machine's peaks (machine.json of kiln bench\n"
+             "--machine) instead of the cached ones"},
+    {KILN_CLI_STR, "--chrome", "FILE", OPT(chrome), .path = KILN_CLI_OUT_FILE,
+     .help = "write the trace as Chrome trace events (open in\n"
+             "https://ui.perfetto.dev or chrome://tracing)"},
+    {KILN_CLI_STR, "--html", "FILE", OPT(html), .path = KILN_CLI_OUT_FILE,
+     .help = "write a self-contained HTML report: timeline,\n"
+             "time by op and backend, roofline, memory, tables"},
+    {KILN_CLI_END},
+};
+
+static void init(void *p) {
+    options *o = p;
+    memset(o, 0, sizeof *o);
+    o->by = BY_OP;
+}
+
+static const kiln_cli_command COMMAND = {
+    .name = "inspect",
+    .about = "usage: kiln inspect TRACE [options]\n"
+             "\n"
+             "Reads a trace (kiln generate|run|bench --trace FILE; docs/TRACE.md) and\n"
+             "prints where the time went: per method its calls (p10/p50/p90/avg/min/max\n"
+             "ms), then a breakdown nested method > backend (its partitions) > op or\n"
+             "node, each row with its share of the row it sits under (a method's share\n"
+             "of all method time), so nothing is counted twice; \"(executor)\" and\n"
+             "\"(between nodes)\" rows are the time outside partitions and between nodes.\n"
+             "Then the time spent in fallback ops, and the memory.\n"
+             "\n"
+             "Roofline: GFLOP/s and GB/s achieved against the peaks of `kiln bench\n"
+             "--machine` ($KILN_CACHE/machine.json, default ~/.cache/kiln; its\n"
+             "one-thread rates for a one-thread trace, else all-thread) or --peaks. A row\n"
+             "is memory-bound when its flops per byte are below the ridge point (peak\n"
+             "flops / peak bandwidth), and \"% peak\" is achieved / that bound's peak;\n"
+             "the quantized matmul kernels (units \"... x q8 ...\") are held to the int8\n"
+             "peak, all else to the f32 peak.\n"
+             "\n",
+    .notes = "\n"
+             "examples:\n"
+             "  kiln generate -m smollm2.kiln -p \"Once upon a time\" -n 64 --trace run.trace\n"
+             "  kiln inspect run.trace\n"
+             "  kiln inspect run.trace --by node --top 5\n"
+             "  kiln inspect run.trace --format json > run.json\n"
+             "  kiln inspect run.trace --chrome run.json --html run.html\n",
+    .column = 25,
+    .flags = FLAGS,
+    .size = sizeof(options),
+    .init = init,
+};
 
 /* ---- formatting ----------------------------------------------------------------------- */
 
@@ -405,17 +440,9 @@ static void jnum(const char *key, double v, int last) {
     printf(last ? "" : ",");
 }
 
-static void print_json(const insp_report *rp) {
+/* --format json: the methods. */
+static void json_methods(const insp_report *rp) {
     const insp_trace *t = rp->t;
-    const insp_memory *m = &t->mem;
-    printf("{\"trace\":");
-    insp_json_str(stdout, t->path, 0);
-    printf(",\"program\":");
-    insp_json_str(stdout, t->program, 0);
-    printf(",\"kiln\":");
-    insp_json_str(stdout, t->kiln, 0);
-    printf(",\"calls\":%lld,\"events\":%lld,\"by\":\"%s\",\"all_ms\":%.17g,\n\"methods\":[",
-           (long long)t->n_calls, (long long)t->n_events, by_name(rp->by), rp->all_ms);
     for (int i = 0; i < rp->n_methods; i++) {
         const insp_method_stat *s = &rp->methods[i];
         printf("%s\n{\"name\":", i ? "," : "");
@@ -437,7 +464,13 @@ static void print_json(const insp_report *rp) {
         jnum("bytes", s->bytes, 1);
         printf("}");
     }
-    printf("],\n\"rows\":[");
+    printf("]");
+}
+
+/* --format json: the rows. */
+static void json_rows(const insp_report *rp) {
+    const insp_trace *t = rp->t;
+    printf(",\n\"rows\":[");
     for (int64_t i = 0; i < rp->n_rows; i++) {
         const insp_row *w = &rp->rows[i];
         printf("%s\n{\"method\":", i ? "," : "");
@@ -483,7 +516,14 @@ static void print_json(const insp_report *rp) {
         jnum("pct_of_peak", k == 2 ? rf.pct : NAN, 1);
         printf("}");
     }
-    printf("],\n\"fallback\":{");
+    printf("]");
+}
+
+/* --format json: the fallback, the memory and the peaks, closing the object. */
+static void json_tail(const insp_report *rp) {
+    const insp_trace *t = rp->t;
+    const insp_memory *m = &t->mem;
+    printf(",\n\"fallback\":{");
     jnum("ms", rp->fallback_ms, 0);
     jnum("pct_of_all", rp->all_ms > 0 ? 100 * rp->fallback_ms / rp->all_ms : 0, 0);
     printf("\"node_calls\":%lld,\"ops\":[", (long long)rp->fallback_nodes);
@@ -528,6 +568,21 @@ static void print_json(const insp_report *rp) {
     printf("}\n");
 }
 
+static void print_json(const insp_report *rp) {
+    const insp_trace *t = rp->t;
+    printf("{\"trace\":");
+    insp_json_str(stdout, t->path, 0);
+    printf(",\"program\":");
+    insp_json_str(stdout, t->program, 0);
+    printf(",\"kiln\":");
+    insp_json_str(stdout, t->kiln, 0);
+    printf(",\"calls\":%lld,\"events\":%lld,\"by\":\"%s\",\"all_ms\":%.17g,\n\"methods\":[",
+           (long long)t->n_calls, (long long)t->n_events, by_name(rp->by), rp->all_ms);
+    json_methods(rp);
+    json_rows(rp);
+    json_tail(rp);
+}
+
 /* ---- peaks ------------------------------------------------------------------------------- */
 
 /* --peaks FILE must load; the cached file is used when it is there (a
@@ -568,61 +623,16 @@ static int load_peaks(const char *given, insp_peaks *pk) {
 /* ---- the command ------------------------------------------------------------------------- */
 
 int kiln_cmd_inspect(int argc, char **argv) {
-    const char *path = NULL, *peaks = NULL, *chrome = NULL, *html = NULL, *val;
-    int by = BY_OP, format = 0;
-    long long top = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(HELP, stdout);
-            return KILN_EXIT_OK;
-        } else if (!strcmp(a, "--by")) {
-            if (!(val = kiln_cli_value(CMD, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (!strcmp(val, "op"))
-                by = BY_OP;
-            else if (!strcmp(val, "node"))
-                by = BY_NODE;
-            else if (!strcmp(val, "backend"))
-                by = BY_BACKEND;
-            else if (!strcmp(val, "method"))
-                by = BY_METHOD;
-            else
-                return kiln_cli_usage_error(
-                    CMD, "--by must be op, node, backend or method, got '%s'", val);
-        } else if (!strcmp(a, "--format")) {
-            if (!(val = kiln_cli_value(CMD, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (!strcmp(val, "table"))
-                format = 0;
-            else if (!strcmp(val, "csv"))
-                format = 1;
-            else if (!strcmp(val, "json"))
-                format = 2;
-            else
-                return kiln_cli_usage_error(CMD, "--format must be table, csv or json, got '%s'",
-                                            val);
-        } else if (!strcmp(a, "--top")) {
-            if (!(val = kiln_cli_value(CMD, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_int(val, 0, 1 << 30, &top))
-                return kiln_cli_usage_error(CMD, "--top must be a count >= 0 (0 = all), got '%s'",
-                                            val);
-        } else if (!strcmp(a, "--peaks")) {
-            if (!(peaks = kiln_cli_value(CMD, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--chrome")) {
-            if (!(chrome = kiln_cli_value(CMD, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--html")) {
-            if (!(html = kiln_cli_value(CMD, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (a[0] == '-' && a[1]) {
-            return kiln_cli_usage_error(CMD, "unknown option '%s'", a);
-        } else if (path) {
-            return kiln_cli_usage_error(CMD, "one trace at a time ('%s' and '%s')", path, a);
-        } else {
-            path = a;
-        }
-    }
+    options o;
+    int rc;
+    if (!kiln_cli_parse(&COMMAND, argc, argv, &o, &rc)) return rc;
+    const char *path = o.path, *peaks = o.peaks, *chrome = o.chrome, *html = o.html;
+    int by = o.by, format = o.format;
+    long long top = o.top;
     if (!path) return kiln_cli_usage_error(CMD, "no trace given");
 
     insp_peaks pk;
-    int rc = load_peaks(peaks, &pk);
+    rc = load_peaks(peaks, &pk);
     if (rc) return rc;
     insp_trace t;
     kiln_status st = insp_trace_read(path, &t);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,38 +14,72 @@
 
 #include "cli.h"
 
-static const char *HELP =
-    "usage: kiln perplexity -m MODEL.kiln -f TEXT [options]\n"
-    "\n"
-    "Perplexity as llama.cpp's llama-perplexity computes it: the whole file is\n"
-    "tokenized (BOS first when the tokenizer adds one; special-token text is\n"
-    "plain text), cut into chunks of --ctx tokens, and each chunk runs from an\n"
-    "empty KV cache (its first token replaced by BOS when the tokenizer adds\n"
-    "one). Only the second half of each chunk is scored: the logits at\n"
-    "positions ctx/2 .. ctx-2 predicting the next token. stdout gets the\n"
-    "running perplexity after each chunk ([1]12.3456,[2]...) and\n"
-    "'Final estimate: PPL = X +/- Y', Y being the standard error.\n"
-    "\n"
-    "options:\n"
-    "  -m, --model FILE     compiled program (required)\n"
-    "  -f, --file TEXT      text file (required); at least 2 x ctx tokens\n"
-    "  -c, --ctx N          tokens per chunk: even, 16 .. the program's context\n"
-    "                       (default 512); a chunk longer than the program's\n"
-    "                       prefill size runs in several prefill calls\n"
-    "  --limit N            at most N chunks (llama.cpp: --chunks; default: all)\n"
-    "  --kl-base FILE       a second program with the same tokenizer (e.g. the\n"
-    "                       F16 model when -m is a quantized one), run on the\n"
-    "                       same chunks: reports mean KL divergence (base ||\n"
-    "                       model), PPL ratio, token probability differences\n"
-    "                       and top-1 agreement ('Same top p'), as llama.cpp's\n"
-    "                       --kl-divergence does\n"
-    "  -t, --threads N      threads to compute with (default: $KILN_THREADS, else\n"
-    "                       every core this process may run on)\n"
-    "  -h, --help           this text\n"
-    "\n"
-    "examples:\n"
-    "  kiln perplexity -m smollm2.kiln -f wiki.test.raw --ctx 512\n"
-    "  kiln perplexity -m q4_0.kiln --kl-base f16.kiln -f wiki.test.raw --limit 20\n";
+typedef struct {
+    const char *model, *text, *base;
+    long long ctx, limit;
+    kiln_open_options open;
+} options;
+
+#define OPT(field) offsetof(options, field)
+
+static int is_even(const void *v) {
+    return *(const long long *)v % 2 == 0;
+}
+
+static const kiln_cli_flag FLAGS[] = {
+    {KILN_CLI_STR, "-m, --model", "FILE", OPT(model), .path = KILN_CLI_IN_FILE,
+     .help = "compiled program (required)"},
+    {KILN_CLI_STR, "-f, --file", "TEXT", OPT(text), .path = KILN_CLI_IN_FILE,
+     .help = "text file (required); at least 2 x ctx tokens"},
+    {KILN_CLI_I64, "-c, --ctx", "N", OPT(ctx), .alias = "--ctx-size", .lo = 16, .hi = 1 << 24,
+     .valid = is_even, .rule = "must be an even number of tokens >= 16",
+     .help = "tokens per chunk: even, 16 .. the program's context\n"
+             "(default 512); a chunk longer than the program's\n"
+             "prefill size runs in several prefill calls"},
+    {KILN_CLI_I64, "--limit", "N", OPT(limit), .alias = "--chunks", .lo = 1, .hi = 0x7fffffff,
+     .rule = "must be a number of chunks >= 1",
+     .help = "at most N chunks (llama.cpp: --chunks; default: all)"},
+    {KILN_CLI_STR, "--kl-base", "FILE", OPT(base), .path = KILN_CLI_IN_FILE,
+     .help = "a second program with the same tokenizer (e.g. the\n"
+             "F16 model when -m is a quantized one), run on the\n"
+             "same chunks: reports mean KL divergence (base ||\n"
+             "model), PPL ratio, token probability differences\n"
+             "and top-1 agreement ('Same top p'), as llama.cpp's\n"
+             "--kl-divergence does"},
+    KILN_CLI_THREADS(OPT(open.n_threads)),
+    {KILN_CLI_END},
+};
+
+static void init(void *p) {
+    options *o = p;
+    memset(o, 0, sizeof *o);
+    o->ctx = 512;
+    o->limit = -1;
+}
+
+static const kiln_cli_command COMMAND = {
+    .name = "perplexity",
+    .about = "usage: kiln perplexity -m MODEL.kiln -f TEXT [options]\n"
+             "\n"
+             "Perplexity as llama.cpp's llama-perplexity computes it: the whole file is\n"
+             "tokenized (BOS first when the tokenizer adds one; special-token text is\n"
+             "plain text), cut into chunks of --ctx tokens, and each chunk runs from an\n"
+             "empty KV cache (its first token replaced by BOS when the tokenizer adds\n"
+             "one). Only the second half of each chunk is scored: the logits at\n"
+             "positions ctx/2 .. ctx-2 predicting the next token. stdout gets the\n"
+             "running perplexity after each chunk ([1]12.3456,[2]...) and\n"
+             "'Final estimate: PPL = X +/- Y', Y being the standard error.\n"
+             "\n",
+    .notes = "\n"
+             "examples:\n"
+             "  kiln perplexity -m smollm2.kiln -f wiki.test.raw --ctx 512\n"
+             "  kiln perplexity -m q4_0.kiln --kl-base f16.kiln -f wiki.test.raw --limit 20\n",
+    .column = 23,
+    .flags = FLAGS,
+    .size = sizeof(options),
+    .init = init,
+    .unknown = "unknown argument '%s'",
+};
 
 static const char *CMD = "perplexity";
 
@@ -113,10 +148,11 @@ typedef struct {
 
 /* Opens a program, its tokenizer and a session, and binds it as an LLM
  * whose prefill gives every row's logits. 0 or an exit code. */
-static int model_open(ppl_model *m, const char *path, const kiln_cli_sampling *smp) {
+static int model_open(ppl_model *m, const char *path, const kiln_open_options *open) {
     kiln_status st;
     m->path = path;
-    if ((st = kiln_cli_open_program(path, smp, &m->prog)) || (st = kiln_tokenizer_from_program(m->prog, &m->tok)) ||
+    if ((st = kiln_program_open_with(path, open, &m->prog)) ||
+        (st = kiln_tokenizer_from_program(m->prog, &m->tok)) ||
         (st = kiln_llm_bind(m->prog, &m->lm)))
         return kiln_cli_fail(CMD, st);
     const kiln_llm_limits *lim = kiln_llm_get_limits(m->lm);
@@ -452,156 +488,153 @@ static int eval_chunk(ppl_model *model, ppl_model *base, const int32_t *chunk, c
 
 /* ---- the command -------------------------------------------------------------- */
 
-int kiln_cmd_perplexity(int argc, char **argv) {
-    const char *model_path = NULL, *text_path = NULL, *base_path = NULL;
-    long long n_ctx = 512, limit = -1;
-    kiln_cli_sampling smp;
-    kiln_cli_sampling_init(&smp);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(HELP, stdout);
-            return KILN_EXIT_OK;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (kiln_cli_sampling_flag(CMD, argc, argv, &i, &smp) < 0) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model_path = kiln_cli_value(CMD, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (!(text_path = kiln_cli_value(CMD, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--kl-base")) {
-            if (!(base_path = kiln_cli_value(CMD, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx") || !strcmp(a, "--ctx-size")) {
-            if (!(val = kiln_cli_value(CMD, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_int(val, 16, 1 << 24, &n_ctx) || n_ctx % 2)
-                return kiln_cli_usage_error(
-                    CMD, "%s must be an even number of tokens >= 16, got '%s'", a, val);
-        } else if (!strcmp(a, "--limit") || !strcmp(a, "--chunks")) {
-            if (!(val = kiln_cli_value(CMD, argc, argv, &i))) return KILN_EXIT_USAGE;
-            if (kiln_cli_int(val, 1, 0x7fffffff, &limit))
-                return kiln_cli_usage_error(CMD, "%s must be a number of chunks >= 1, got '%s'", a,
-                                            val);
-        } else {
-            return kiln_cli_usage_error(CMD, "unknown argument '%s'", a);
-        }
-    }
-    if (!model_path) return kiln_cli_usage_error(CMD, "no model given (-m FILE)");
-    if (!text_path) return kiln_cli_usage_error(CMD, "no text given (-f FILE)");
+/* One evaluation: the programs, the text's ids and how they are cut. */
+typedef struct {
+    const options *o;
+    ppl_model model, base;
+    ppl_model *kl; /* &base with --kl-base, else NULL */
+    int32_t *ids, *chunk;
+    int n_ids, ctx, n_chunk, step, add_bos, bos;
+    long long n_scored;  /* positions scored in all */
+    float *kld_v, *dp_v; /* --kl-base: per scored position */
+    ppl_sums sums;
+} ppl_eval;
 
-    int rc = KILN_EXIT_OK, ctx = (int)n_ctx;
-    ppl_model model = {0}, base = {0};
-    int32_t *ids = NULL, *chunk = NULL;
-    float *kld_v = NULL, *dp_v = NULL;
-    size_t text_len = 0;
-    char *text = read_file(text_path, &text_len);
-    if (!text) return fail("cannot read '%s': %s", text_path, strerror(errno));
-
-    double t_load = now_s();
-    if ((rc = model_open(&model, model_path, &smp)) ||
-        (base_path && (rc = model_open(&base, base_path, &smp))))
-        goto done;
-    const ppl_model *ms[2] = {&model, base_path ? &base : NULL};
-    for (int k = 0; k < 2; k++)
-        if (ms[k] && ctx > ms[k]->ctx) {
-            rc = fail("--ctx %d is more than the context of '%s' (%d tokens); use a smaller "
-                      "--ctx or compile the program with --max-seq %d",
-                      ctx, ms[k]->path, ms[k]->ctx, ctx);
-            goto done;
-        }
-    int n_ids = 0;
-    if ((rc = tokenize(model.tok, text, text_len, &ids, &n_ids))) goto done;
-    if (base_path && (rc = same_vocab(&model, &base, ids, n_ids, text, text_len))) goto done;
-    if (n_ids < 2 * ctx) {
-        rc = fail("'%s' tokenizes to %d token%s; --ctx %d needs at least %d (2 x ctx): give a "
-                  "longer text or a smaller --ctx",
-                  text_path, n_ids, n_ids == 1 ? "" : "s", ctx, 2 * ctx);
-        goto done;
-    }
-    int add_bos, add_eos, bos = kiln_tokenizer_bos(model.tok);
-    tok_specials(model.tok, &add_bos, &add_eos);
-    int n_chunk = n_ids / ctx;
-    if (limit > 0 && limit < n_chunk) n_chunk = (int)limit;
-    int first = ctx / 2, per_chunk = ctx - 1 - first;
-    /* Calls of the smaller prefill size, so the two programs' rows line up. */
-    int step = model.prefill_max;
-    if (base_path && base.prefill_max < step) step = base.prefill_max;
-    int calls = (ctx + step - 1) / step;
-    long long n_scored = (long long)n_chunk * per_chunk;
-    if (!(chunk = malloc(sizeof *chunk * (size_t)ctx)) ||
-        (base_path && (!(kld_v = malloc(sizeof *kld_v * (size_t)n_scored)) ||
-                       !(dp_v = malloc(sizeof *dp_v * (size_t)n_scored))))) {
-        rc = fail("out of memory for the values of %lld tokens", n_scored);
-        goto done;
-    }
+/* The plan on stderr (and the --kl-base table's header on stdout). */
+static void print_plan(const ppl_eval *e) {
+    int first = e->ctx / 2, per_chunk = e->ctx - 1 - first;
+    int calls = (e->ctx + e->step - 1) / e->step;
     fprintf(
         stderr,
         "kiln %s: '%s': %d tokens (%s); %d chunk%s of %d tokens%s, each from an empty KV cache%s\n",
-        CMD, text_path, n_ids, add_bos ? "BOS added" : "no BOS: the tokenizer adds none", n_chunk,
-        n_chunk == 1 ? "" : "s", ctx, n_chunk < n_ids / ctx ? " (--limit)" : "",
-        add_bos ? " with its first token replaced by BOS" : "");
+        CMD, e->o->text, e->n_ids, e->add_bos ? "BOS added" : "no BOS: the tokenizer adds none",
+        e->n_chunk, e->n_chunk == 1 ? "" : "s", e->ctx,
+        e->n_chunk < e->n_ids / e->ctx ? " (--limit)" : "",
+        e->add_bos ? " with its first token replaced by BOS" : "");
     fprintf(
         stderr,
         "kiln %s: each chunk in %d prefill call%s of at most %d tokens%s; scoring positions %d..%d "
         "(%d tokens a chunk, %lld in all)\n",
-        CMD, calls, calls > 1 ? "s" : "", step,
-        base_path ? " per program, the two programs call by call" : "", first, ctx - 2, per_chunk,
-        n_scored);
-    if (base_path)
+        CMD, calls, calls > 1 ? "s" : "", e->step,
+        e->kl ? " per program, the two programs call by call" : "", first, e->ctx - 2, per_chunk,
+        e->n_scored);
+    if (e->kl)
         printf("chunk             PPL               ln(PPL(Q)/PPL(base))          "
                "KL Divergence              Δp RMS            Same top p\n");
     fflush(stdout);
+}
 
-    ppl_sums sums;
-    int line_open = 0; /* a line of running values is unfinished on stdout */
-    memset(&sums, 0, sizeof sums);
-    double t0 = now_s();
-    t_load = t0 - t_load;
-    for (int c = 0; c < n_chunk; c++) {
+/* Opens the programs, tokenizes the text, checks that it and --ctx fit,
+ * and plans the chunks. 0 or an exit code (message printed). */
+static int prepare(ppl_eval *e, const char *text, size_t len) {
+    const options *o = e->o;
+    int rc, ctx = e->ctx, add_eos;
+    if ((rc = model_open(&e->model, o->model, &o->open)) ||
+        (o->base && (rc = model_open(&e->base, o->base, &o->open))))
+        return rc;
+    e->kl = o->base ? &e->base : NULL;
+    const ppl_model *ms[2] = {&e->model, e->kl};
+    for (int k = 0; k < 2; k++)
+        if (ms[k] && ctx > ms[k]->ctx)
+            return fail("--ctx %d is more than the context of '%s' (%d tokens); use a smaller "
+                        "--ctx or compile the program with --max-seq %d",
+                        ctx, ms[k]->path, ms[k]->ctx, ctx);
+    if ((rc = tokenize(e->model.tok, text, len, &e->ids, &e->n_ids))) return rc;
+    if (e->kl && (rc = same_vocab(&e->model, e->kl, e->ids, e->n_ids, text, len))) return rc;
+    if (e->n_ids < 2 * ctx)
+        return fail("'%s' tokenizes to %d token%s; --ctx %d needs at least %d (2 x ctx): give a "
+                    "longer text or a smaller --ctx",
+                    o->text, e->n_ids, e->n_ids == 1 ? "" : "s", ctx, 2 * ctx);
+    e->bos = kiln_tokenizer_bos(e->model.tok);
+    tok_specials(e->model.tok, &e->add_bos, &add_eos);
+    e->n_chunk = e->n_ids / ctx;
+    if (o->limit > 0 && o->limit < e->n_chunk) e->n_chunk = (int)o->limit;
+    /* Calls of the smaller prefill size, so the two programs' rows line up. */
+    e->step = e->model.prefill_max;
+    if (e->kl && e->kl->prefill_max < e->step) e->step = e->kl->prefill_max;
+    e->n_scored = (long long)e->n_chunk * (ctx - 1 - ctx / 2);
+    if (!(e->chunk = malloc(sizeof *e->chunk * (size_t)ctx)) ||
+        (e->kl && (!(e->kld_v = malloc(sizeof *e->kld_v * (size_t)e->n_scored)) ||
+                   !(e->dp_v = malloc(sizeof *e->dp_v * (size_t)e->n_scored)))))
+        return fail("out of memory for the values of %lld tokens", e->n_scored);
+    print_plan(e);
+    return 0;
+}
+
+/* Every chunk in turn, the running values printed after each. 0 or an
+ * exit code. */
+static int eval_chunks(ppl_eval *e) {
+    int rc = 0, ctx = e->ctx, line_open = 0; /* a line of running values is unfinished */
+    for (int c = 0; c < e->n_chunk; c++) {
         double tc = now_s();
-        memcpy(chunk, ids + (size_t)c * ctx, sizeof *chunk * (size_t)ctx);
-        if (add_bos) chunk[0] = bos;
-        if ((rc = eval_chunk(&model, base_path ? &base : NULL, chunk, ids + (size_t)c * ctx, ctx,
-                             step, &sums, kld_v, dp_v)))
-            goto failed;
+        memcpy(e->chunk, e->ids + (size_t)c * ctx, sizeof *e->chunk * (size_t)ctx);
+        if (e->add_bos) e->chunk[0] = e->bos;
+        if ((rc = eval_chunk(&e->model, e->kl, e->chunk, e->ids + (size_t)c * ctx, ctx, e->step,
+                             &e->sums, e->kld_v, e->dp_v)))
+            break;
         if (c == 0) {
             double t = now_s() - tc;
             fprintf(stderr, "kiln %s: %.2f seconds per chunk, ETA %.2f minutes\n", CMD, t,
-                    t * n_chunk / 60);
+                    t * e->n_chunk / 60);
         }
-        if (base_path) {
-            print_kl_row(c + 1, &sums);
+        if (e->kl) {
+            print_kl_row(c + 1, &e->sums);
         } else {
-            printf("[%d]%.4f,", c + 1, exp(sums.nll / (double)sums.count));
+            printf("[%d]%.4f,", c + 1, exp(e->sums.nll / (double)e->sums.count));
             line_open = 1;
         }
         fflush(stdout);
     }
     if (line_open) printf("\n");
-    double secs = now_s() - t0;
-    double mean = sums.nll / (double)sums.count, var = sums.nll2 / (double)sums.count - mean * mean;
-    if (base_path) print_kl_summary(&sums, kld_v, dp_v);
+    if (rc) fflush(stdout);
+    return rc;
+}
+
+/* The final estimate (and the --kl-base summary) on stdout, the times on
+ * stderr. */
+static void print_final(const ppl_eval *e, double t_load, double secs) {
+    const ppl_sums *s = &e->sums;
+    double mean = s->nll / (double)s->count, var = s->nll2 / (double)s->count - mean * mean;
+    if (e->kl) print_kl_summary(s, e->kld_v, e->dp_v);
     /* llama-perplexity's standard error: sqrt(var(nll) / (count - 1)) x PPL. */
-    if (base_path) printf("\n");
+    if (e->kl) printf("\n");
     printf("Final estimate: PPL = %.4f +/- %.5f\n", exp(mean),
-           var > 0 ? sqrt(var / (double)(sums.count - 1)) * exp(mean) : 0);
+           var > 0 ? sqrt(var / (double)(s->count - 1)) * exp(mean) : 0);
     fflush(stdout);
-    long long n_eval = (long long)n_chunk * ctx * (base_path ? 2 : 1);
+    long long n_eval = (long long)e->n_chunk * e->ctx * (e->kl ? 2 : 1);
     fprintf(stderr,
             "kiln %s: %d chunk%s, %lld tokens scored; load and tokenize %.2f s, evaluation %.2f s "
             "(%.1f tokens/s%s)\n",
-            CMD, n_chunk, n_chunk == 1 ? "" : "s", n_scored, t_load, secs,
-            secs > 0 ? (double)n_eval / secs : 0, base_path ? ", both programs" : "");
-    goto done;
+            CMD, e->n_chunk, e->n_chunk == 1 ? "" : "s", e->n_scored, t_load, secs,
+            secs > 0 ? (double)n_eval / secs : 0, e->kl ? ", both programs" : "");
+}
 
-failed:
-    if (line_open) printf("\n");
-    fflush(stdout);
-done:
-    free(dp_v);
-    free(kld_v);
-    free(chunk);
-    free(ids);
+int kiln_cmd_perplexity(int argc, char **argv) {
+    options o;
+    int rc;
+    if (!kiln_cli_parse(&COMMAND, argc, argv, &o, &rc)) return rc;
+    if (!o.model) return kiln_cli_usage_error(CMD, "no model given (-m FILE)");
+    if (!o.text) return kiln_cli_usage_error(CMD, "no text given (-f FILE)");
+
+    ppl_eval e;
+    memset(&e, 0, sizeof e);
+    e.o = &o;
+    e.ctx = (int)o.ctx;
+    size_t text_len = 0;
+    char *text = read_file(o.text, &text_len);
+    if (!text) return fail("cannot read '%s': %s", o.text, strerror(errno));
+    double t_load = now_s();
+    if (!(rc = prepare(&e, text, text_len))) {
+        double t0 = now_s();
+        t_load = t0 - t_load;
+        if (!(rc = eval_chunks(&e))) print_final(&e, t_load, now_s() - t0);
+    }
+    free(e.dp_v);
+    free(e.kld_v);
+    free(e.chunk);
+    free(e.ids);
     free(text);
-    model_close(&base);
-    model_close(&model);
+    model_close(&e.base);
+    model_close(&e.model);
     return rc;
 }

@@ -7,6 +7,7 @@
  * resetting it when the context is full. */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,60 +18,6 @@
 
 static const char *CMD = "run";
 
-static const char *HELP =
-    "usage: kiln run -m MODEL.kiln [options]\n"
-    "\n"
-    "Runs a program's methods for N timed iterations and prints one line per\n"
-    "iteration (\"iteration 3: 12.41 ms\") and a summary (min, p50, p90, max,\n"
-    "mean, stddev; percentiles are nearest-rank). Warm-up iterations are the\n"
-    "same calls, untimed; the session continues from them.\n"
-    "\n"
-    "A language model (methods prefill and decode) under --method all is one\n"
-    "session: each iteration prefills --prompt-len tokens (in calls of at most\n"
-    "the prefill size) and decodes --gen-len tokens one at a time after them;\n"
-    "the KV cache is kept across iterations. Before a call would pass the\n"
-    "context, the session is reset (said on stderr; the reset is not timed).\n"
-    "The token at context position p is a hash of (SEED, p), so any history is\n"
-    "replayed by a fresh session: --prompt-len P --gen-len 1 --iteration 1\n"
-    "decodes at position P after exactly the tokens a long run had there.\n"
-    "Any other program, a single method, or --inputs: each iteration runs\n"
-    "each method once on the same inputs, state kept.\n"
-    "\n"
-    "options:\n"
-    "  -m, --model FILE       compiled program (required)\n"
-    "  --method NAME|INDEX|all  the method to run (default all: every method in\n"
-    "                         turn, sharing the session)\n"
-    "  --iteration N          timed iterations (default 1)\n"
-    "  --warm-up K            untimed iterations first (default 0)\n"
-    "  --inputs DIR|FILE      inputs: a tensor folder (manifest.json + .npy,\n"
-    "                         docs/TENSORS.md), or one .npy for a one-input\n"
-    "                         method; checked against the declared inputs\n"
-    "  --random-inputs SEED   make valid random inputs (token ids inside the\n"
-    "                         vocabulary, positions inside the context, floats in\n"
-    "                         [-1, 1), other integers 0); with --inputs, makes\n"
-    "                         only those the folder lacks (default without\n"
-    "                         --inputs: seed 0)\n"
-    "  --trace FILE           record a profile of every method call, warm-ups\n"
-    "                         included (docs/TRACE.md; read it with kiln inspect)\n"
-    "  --output-dir DIR       write the last iteration's inputs and outputs of\n"
-    "                         every method run, as a tensor folder\n"
-    "  --backend cpu|ref      run every node on this backend instead of the one\n"
-    "                         the compiler chose\n"
-    "  -t, --threads N        threads to compute with (default: $KILN_THREADS,\n"
-    "                         else every core this process may run on)\n"
-    "  --prompt-len N         language model, --method all: tokens prefilled per\n"
-    "                         iteration (default 32; 0 = none); random inputs of\n"
-    "                         a single method: the token count (default: 32, at\n"
-    "                         most the method's maximum)\n"
-    "  --gen-len N            language model, --method all: tokens decoded per\n"
-    "                         iteration (default 16)\n"
-    "  -h, --help             this text\n"
-    "\n"
-    "examples:\n"
-    "  kiln run -m smollm2.kiln --method all --iteration 50 --warm-up 2\n"
-    "  kiln run -m smollm2.kiln --method decode --iteration 100 -t 4\n"
-    "  kiln run -m model.kiln --method prefill --inputs in/ --output-dir out/\n";
-
 /* ---- options ------------------------------------------------------------------- */
 
 typedef struct {
@@ -79,62 +26,107 @@ typedef struct {
     int have_seed, have_prompt_len, have_gen_len;
 } options;
 
-/* 0 ok, else the exit code of a usage error (printed). */
-static int parse_args(int argc, char **argv, options *o, int *help) {
+#define OPT(field) offsetof(options, field)
+
+static const kiln_cli_flag FLAGS[] = {
+    {KILN_CLI_STR, "-m, --model", "FILE", OPT(model), .path = KILN_CLI_IN_FILE,
+     .bits = KILN_CLI_NONEMPTY, .help = "compiled program (required)"},
+    {KILN_CLI_STR, "--method", "NAME|INDEX|all", OPT(method), .bits = KILN_CLI_NONEMPTY,
+     .help = "the method to run (default all: every method in\n"
+             "turn, sharing the session)"},
+    {KILN_CLI_I64, "--iteration", "N", OPT(iterations), .alias = "--iterations", .lo = 1,
+     .hi = 10000000, .help = "timed iterations (default 1)"},
+    {KILN_CLI_I64, "--warm-up", "K", OPT(warm_up), .lo = 0, .hi = 10000000,
+     .help = "untimed iterations first (default 0)"},
+    {KILN_CLI_STR, "--inputs", "DIR|FILE", OPT(inputs), .path = KILN_CLI_IN_PATH,
+     .bits = KILN_CLI_NONEMPTY,
+     .help = "inputs: a tensor folder (manifest.json + .npy,\n"
+             "docs/TENSORS.md), or one .npy for a one-input\n"
+             "method; checked against the declared inputs"},
+    {KILN_CLI_I64, "--random-inputs", "SEED", OPT(seed), .lo = 0, .hi = KILN_CLI_NO_MAX,
+     .help = "make valid random inputs (token ids inside the\n"
+             "vocabulary, positions inside the context, floats in\n"
+             "[-1, 1), other integers 0); with --inputs, makes\n"
+             "only those the folder lacks (default without\n"
+             "--inputs: seed 0)"},
+    {KILN_CLI_STR, "--trace", "FILE", OPT(trace), .path = KILN_CLI_OUT_FILE,
+     .bits = KILN_CLI_NONEMPTY,
+     .help = "record a profile of every method call, warm-ups\n"
+             "included (docs/TRACE.md; read it with kiln inspect)"},
+    {KILN_CLI_STR, "--output-dir", "DIR", OPT(output_dir), .path = KILN_CLI_OUT_DIR,
+     .bits = KILN_CLI_NONEMPTY,
+     .help = "write the last iteration's inputs and outputs of\n"
+             "every method run, as a tensor folder"},
+    KILN_CLI_BACKEND(OPT(backend)),
+    {KILN_CLI_I64, "-t, --threads", "N", OPT(threads), .lo = 1, .hi = KILN_MAX_THREADS,
+     .help = "threads to compute with (default: $KILN_THREADS,\n"
+             "else every core this process may run on)"},
+    {KILN_CLI_I64, "--prompt-len", "N", OPT(prompt_len), .lo = 0, .hi = 1 << 30,
+     .help = "language model, --method all: tokens prefilled per\n"
+             "iteration (default 32; 0 = none); random inputs of\n"
+             "a single method: the token count (default: 32, at\n"
+             "most the method's maximum)"},
+    {KILN_CLI_I64, "--gen-len", "N", OPT(gen_len), .lo = 0, .hi = 1 << 30,
+     .help = "language model, --method all: tokens decoded per\n"
+             "iteration (default 16)"},
+    {KILN_CLI_END},
+};
+
+/* Not given: -1 (the defaults are set after parsing, where have_* are). */
+static void init(void *p) {
+    options *o = p;
     memset(o, 0, sizeof *o);
     o->method = "all";
     o->iterations = 1;
-    o->prompt_len = 32;
-    o->gen_len = 16;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        long long *num = NULL, lo = 0, hi = 0;
-        const char **str = NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            *help = 1;
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model"))
-            str = &o->model;
-        else if (!strcmp(a, "--method"))
-            str = &o->method;
-        else if (!strcmp(a, "--inputs"))
-            str = &o->inputs;
-        else if (!strcmp(a, "--output-dir"))
-            str = &o->output_dir;
-        else if (!strcmp(a, "--trace"))
-            str = &o->trace;
-        else if (!strcmp(a, "--backend"))
-            str = &o->backend;
-        else if (!strcmp(a, "--iteration") || !strcmp(a, "--iterations"))
-            num = &o->iterations, lo = 1, hi = 10000000;
-        else if (!strcmp(a, "--warm-up"))
-            num = &o->warm_up, lo = 0, hi = 10000000;
-        else if (!strcmp(a, "--random-inputs"))
-            num = &o->seed, lo = 0, hi = 0x7fffffffffffffffLL, o->have_seed = 1;
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
-            num = &o->threads, lo = 1, hi = KILN_MAX_THREADS;
-        else if (!strcmp(a, "--prompt-len"))
-            num = &o->prompt_len, lo = 0, hi = 1 << 30, o->have_prompt_len = 1;
-        else if (!strcmp(a, "--gen-len"))
-            num = &o->gen_len, lo = 0, hi = 1 << 30, o->have_gen_len = 1;
-        else if (a[0] == '-')
-            return kiln_cli_usage_error(CMD, "unknown option '%s'", a);
-        else
-            return kiln_cli_usage_error(CMD, "unexpected argument '%s' (the program goes after -m)",
-                                        a);
-        if (!(v = kiln_cli_value(CMD, argc, argv, &i))) return KILN_EXIT_USAGE;
-        if (str) {
-            if (!*v) return kiln_cli_usage_error(CMD, "%s needs a value, got ''", a);
-            *str = v;
-        } else if (kiln_cli_int(v, lo, hi, num)) {
-            return kiln_cli_usage_error(CMD, "%s must be an integer in %lld..%lld, got '%s'", a, lo,
-                                        hi, v);
-        }
+    o->seed = o->prompt_len = o->gen_len = -1;
+}
+
+static const kiln_cli_command COMMAND = {
+    .name = "run",
+    .about = "usage: kiln run -m MODEL.kiln [options]\n"
+             "\n"
+             "Runs a program's methods for N timed iterations and prints one line per\n"
+             "iteration (\"iteration 3: 12.41 ms\") and a summary (min, p50, p90, max,\n"
+             "mean, stddev; percentiles are nearest-rank). Warm-up iterations are the\n"
+             "same calls, untimed; the session continues from them.\n"
+             "\n"
+             "A language model (methods prefill and decode) under --method all is one\n"
+             "session: each iteration prefills --prompt-len tokens (in calls of at most\n"
+             "the prefill size) and decodes --gen-len tokens one at a time after them;\n"
+             "the KV cache is kept across iterations. Before a call would pass the\n"
+             "context, the session is reset (said on stderr; the reset is not timed).\n"
+             "The token at context position p is a hash of (SEED, p), so any history is\n"
+             "replayed by a fresh session: --prompt-len P --gen-len 1 --iteration 1\n"
+             "decodes at position P after exactly the tokens a long run had there.\n"
+             "Any other program, a single method, or --inputs: each iteration runs\n"
+             "each method once on the same inputs, state kept.\n"
+             "\n",
+    .notes = "\n"
+             "examples:\n"
+             "  kiln run -m smollm2.kiln --method all --iteration 50 --warm-up 2\n"
+             "  kiln run -m smollm2.kiln --method decode --iteration 100 -t 4\n"
+             "  kiln run -m model.kiln --method prefill --inputs in/ --output-dir out/\n",
+    .column = 25,
+    .flags = FLAGS,
+    .size = sizeof(options),
+    .init = init,
+    .stray = "unexpected argument '%s' (the program goes after -m)",
+};
+
+/* 1 to go on, else 0 with *rc the exit code. */
+static int parse_args(int argc, char **argv, options *o, int *rc) {
+    if (!kiln_cli_parse(&COMMAND, argc, argv, o, rc)) return 0;
+    o->have_seed = o->seed >= 0;
+    o->have_prompt_len = o->prompt_len >= 0;
+    o->have_gen_len = o->gen_len >= 0;
+    if (!o->have_seed) o->seed = 0;
+    if (!o->have_prompt_len) o->prompt_len = 32;
+    if (!o->have_gen_len) o->gen_len = 16;
+    if (!o->model) {
+        *rc = kiln_cli_usage_error(CMD, "no program given (-m MODEL.kiln)");
+        return 0;
     }
-    if (!o->model) return kiln_cli_usage_error(CMD, "no program given (-m MODEL.kiln)");
-    if (o->backend && strcmp(o->backend, "cpu") && strcmp(o->backend, "ref"))
-        return kiln_cli_usage_error(CMD, "--backend must be cpu or ref, got '%s'", o->backend);
-    return 0;
+    return 1;
 }
 
 /* ---- random numbers ------------------------------------------------------------------ */
@@ -669,14 +661,111 @@ static int pick_method(const kiln_program *p, const char *s) {
     return -2;
 }
 
+/* The methods run, their inputs, and the rules of --gen-len and
+ * --prompt-len, once the program is open: 0 with *st the failure (or
+ * KILN_OK), or the exit code of a usage error (printed). */
+static int plan_run(runner *r, int which, kiln_status *st) {
+    const options *o = r->o;
+    if (!kiln_llm_bind(r->prog, &r->lm)) {
+        r->vocab = kiln_llm_get_limits(r->lm)->vocab;
+        r->ctx = kiln_llm_get_limits(r->lm)->context;
+    }
+    r->n_m = which < 0 ? kiln_program_method_count(r->prog) : 1;
+    if (!(r->m = calloc((size_t)r->n_m + 1, sizeof *r->m))) {
+        *st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+        return 0;
+    }
+    for (int j = 0; j < r->n_m; j++)
+        if ((*st = method_init(r, which < 0 ? j : which, &r->m[j]))) return 0;
+    r->llm = which < 0 && !o->inputs && is_llm(r);
+    if (o->have_gen_len && !r->llm)
+        return kiln_cli_usage_error(
+            CMD, "--gen-len applies to --method all on a language model (prefill and decode) "
+                 "without --inputs");
+    if (r->llm) {
+        if (o->prompt_len > r->ctx)
+            return kiln_cli_usage_error(CMD,
+                                        "--prompt-len %lld is more than the context (%lld tokens)",
+                                        o->prompt_len, (long long)r->ctx);
+        if (o->prompt_len + o->gen_len == 0)
+            return kiln_cli_usage_error(CMD, "--prompt-len 0 and --gen-len 0: nothing to run");
+        return 0;
+    }
+    int usage = 0;
+    if ((*st = load_inputs(r, &usage)))
+        return usage ? kiln_cli_usage_error(CMD, "%s", kiln_last_error()) : 0;
+    if (o->have_prompt_len) {
+        int dyn = 0;
+        for (int j = 0; j < r->n_m; j++)
+            for (int i = 0; i < r->m[j].n_in; i++)
+                dyn |= r->m[j].in[i].info.dynamic_mask != 0;
+        if (!dyn || (o->inputs && !o->have_seed))
+            return kiln_cli_usage_error(
+                CMD, "--prompt-len applies to --method all on a language model, or to "
+                     "random inputs of a method that takes a token count");
+    }
+    return 0;
+}
+
+/* What runs, on stderr. */
+static void say_what(const runner *r) {
+    const options *o = r->o;
+    char used[256], what[512];
+    kiln_program_backends_used(r->prog, r->n_m == 1 ? r->m[0].index : -1, used, sizeof used);
+    if (r->llm)
+        snprintf(what, sizeof what,
+                 "prefill %lld + decode %lld tokens per iteration, one session (context %lld)",
+                 o->prompt_len, o->gen_len, (long long)r->ctx);
+    else if (r->n_m == 1)
+        snprintf(what, sizeof what, "method '%s'", r->m[0].name);
+    else
+        snprintf(what, sizeof what, "every method in turn (%d)", r->n_m);
+    fprintf(stderr, "kiln run: %s: %s, %lld iteration%s after %lld warm-up, backend %s\n",
+            kiln_basename(o->model), what, o->iterations, o->iterations == 1 ? "" : "s", o->warm_up,
+            used);
+}
+
+/* The warm-ups, then the timed iterations (their times into times[],
+ * printed); the last one's tensors kept for --output-dir. */
+static kiln_status iterate(runner *r, double *times) {
+    const options *o = r->o;
+    for (long long it = -o->warm_up; it < o->iterations; it++) {
+        char label[64];
+        if (it < 0)
+            snprintf(label, sizeof label, "warm-up %lld", it + o->warm_up + 1);
+        else
+            snprintf(label, sizeof label, "iteration %lld", it + 1);
+        r->capture = o->output_dir && it == o->iterations - 1;
+        double ms = 0;
+        kiln_status st = r->llm ? llm_iteration(r, label, &ms) : plain_iteration(r, label, &ms);
+        if (st) return st;
+        if (it >= 0) {
+            times[it] = ms;
+            printf("%s: %.2f ms\n", label, ms);
+            fflush(stdout);
+        }
+    }
+    return KILN_OK;
+}
+
+/* Writes what the trace recorded, a failed iteration included, and frees
+ * it; returns rc, or the exit code of a failed write. */
+static int finish_trace(const runner *r, kiln_trace *trace, int rc) {
+    if (r->llm) kiln_trace_set_positions(trace, r->pos);
+    kiln_status ts = kiln_trace_write(trace, r->sess, r->o->trace);
+    if (ts)
+        rc = kiln_cli_fail(CMD, ts);
+    else
+        fprintf(stderr, "kiln run: trace of %lld events written to %s\n",
+                (long long)kiln_trace_event_count(trace), r->o->trace);
+    kiln_trace_free(trace);
+    return rc;
+}
+
 int kiln_cmd_run(int argc, char **argv) {
     options o;
-    int help = 0, rc = parse_args(argc, argv, &o, &help);
-    if (help) {
-        fputs(HELP, stdout);
-        return KILN_EXIT_OK;
-    }
-    if (rc) return rc;
+    int rc;
+    if (!parse_args(argc, argv, &o, &rc)) return rc;
 
     runner r;
     memset(&r, 0, sizeof r);
@@ -684,7 +773,7 @@ int kiln_cmd_run(int argc, char **argv) {
     double *times = NULL;
     kiln_trace *trace = NULL;
     kiln_tensor_folder out_dir = {0};
-    kiln_status st;
+    kiln_status st = KILN_OK;
     kiln_open_options oo;
     memset(&oo, 0, sizeof oo);
     oo.n_threads = (int)o.threads;
@@ -695,95 +784,18 @@ int kiln_cmd_run(int argc, char **argv) {
         rc = KILN_EXIT_USAGE;
         goto out;
     }
-    if (!kiln_llm_bind(r.prog, &r.lm)) {
-        r.vocab = kiln_llm_get_limits(r.lm)->vocab;
-        r.ctx = kiln_llm_get_limits(r.lm)->context;
-    }
-    r.n_m = which < 0 ? kiln_program_method_count(r.prog) : 1;
-    if (!(r.m = calloc((size_t)r.n_m + 1, sizeof *r.m))) {
-        st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+    if ((rc = plan_run(&r, which, &st))) goto out;
+    if (st || (st = kiln_session_create(r.prog, &r.sess))) goto fail;
+    if (o.trace &&
+        ((st = kiln_trace_create(&trace)) || (st = kiln_session_set_trace(r.sess, trace))))
         goto fail;
-    }
-    for (int j = 0; j < r.n_m; j++)
-        if ((st = method_init(&r, which < 0 ? j : which, &r.m[j]))) goto fail;
-    r.llm = which < 0 && !o.inputs && is_llm(&r);
-    if (o.have_gen_len && !r.llm) {
-        rc = kiln_cli_usage_error(
-            CMD, "--gen-len applies to --method all on a language model (prefill and decode) "
-                 "without --inputs");
-        goto out;
-    }
-    if (r.llm) {
-        if (o.prompt_len > r.ctx) {
-            rc = kiln_cli_usage_error(CMD,
-                                      "--prompt-len %lld is more than the context (%lld tokens)",
-                                      o.prompt_len, (long long)r.ctx);
-            goto out;
-        }
-        if (o.prompt_len + o.gen_len == 0) {
-            rc = kiln_cli_usage_error(CMD, "--prompt-len 0 and --gen-len 0: nothing to run");
-            goto out;
-        }
-    } else {
-        int usage = 0;
-        if ((st = load_inputs(&r, &usage))) {
-            if (usage) {
-                rc = kiln_cli_usage_error(CMD, "%s", kiln_last_error());
-                goto out;
-            }
-            goto fail;
-        }
-        if (o.have_prompt_len) {
-            int dyn = 0;
-            for (int j = 0; j < r.n_m; j++)
-                for (int i = 0; i < r.m[j].n_in; i++)
-                    dyn |= r.m[j].in[i].info.dynamic_mask != 0;
-            if (!dyn || (o.inputs && !o.have_seed)) {
-                rc = kiln_cli_usage_error(
-                    CMD, "--prompt-len applies to --method all on a language model, or to "
-                         "random inputs of a method that takes a token count");
-                goto out;
-            }
-        }
-    }
-    if ((st = kiln_session_create(r.prog, &r.sess))) goto fail;
-    if (o.trace && ((st = kiln_trace_create(&trace)) || (st = kiln_session_set_trace(r.sess, trace)))) goto fail;
     if (o.output_dir && (st = kiln_tensor_folder_create(o.output_dir, &out_dir))) goto fail;
     if (!(times = calloc((size_t)o.iterations, sizeof *times))) {
         st = kiln_error(KILN_ERR_NOMEM, "out of memory");
         goto fail;
     }
-
-    char used[256], what[512];
-    kiln_program_backends_used(r.prog, r.n_m == 1 ? r.m[0].index : -1, used, sizeof used);
-    if (r.llm)
-        snprintf(what, sizeof what,
-                 "prefill %lld + decode %lld tokens per iteration, one session (context %lld)",
-                 o.prompt_len, o.gen_len, (long long)r.ctx);
-    else if (r.n_m == 1)
-        snprintf(what, sizeof what, "method '%s'", r.m[0].name);
-    else
-        snprintf(what, sizeof what, "every method in turn (%d)", r.n_m);
-    fprintf(stderr, "kiln run: %s: %s, %lld iteration%s after %lld warm-up, backend %s\n",
-            kiln_basename(o.model), what, o.iterations, o.iterations == 1 ? "" : "s", o.warm_up,
-            used);
-
-    for (long long it = -o.warm_up; it < o.iterations; it++) {
-        char label[64];
-        if (it < 0)
-            snprintf(label, sizeof label, "warm-up %lld", it + o.warm_up + 1);
-        else
-            snprintf(label, sizeof label, "iteration %lld", it + 1);
-        r.capture = o.output_dir && it == o.iterations - 1;
-        double ms = 0;
-        st = r.llm ? llm_iteration(&r, label, &ms) : plain_iteration(&r, label, &ms);
-        if (st) goto fail;
-        if (it >= 0) {
-            times[it] = ms;
-            printf("%s: %.2f ms\n", label, ms);
-            fflush(stdout);
-        }
-    }
+    say_what(&r);
+    if ((st = iterate(&r, times))) goto fail;
     summary(times, o.iterations);
     if (o.output_dir) {
         int n;
@@ -795,14 +807,7 @@ int kiln_cmd_run(int argc, char **argv) {
 fail:
     rc = kiln_cli_fail(CMD, st);
 out:
-    if (trace) { /* what was recorded, a failed iteration included */
-        if (r.llm) kiln_trace_set_positions(trace, r.pos);
-        kiln_status ts = kiln_trace_write(trace, r.sess, o.trace);
-        if (ts) rc = kiln_cli_fail(CMD, ts);
-        else fprintf(stderr, "kiln run: trace of %lld events written to %s\n",
-                     (long long)kiln_trace_event_count(trace), o.trace);
-        kiln_trace_free(trace);
-    }
+    if (trace) rc = finish_trace(&r, trace, rc);
     kiln_tensor_folder_free(&out_dir);
     free(times);
     for (int j = 0; r.m && j < r.n_m; j++)

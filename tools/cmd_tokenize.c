@@ -1,5 +1,6 @@
 /* cmd_tokenize.c: `kiln tokenize (-m MODEL.kiln | --tokenizer FILE)`: text on
  * stdin to ids on stdout, or with --decode ids to the exact bytes. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,30 +8,55 @@
 #include "cli.h"
 #include "kiln/kiln_llm.h"
 
-static const char *HELP =
-    "usage: kiln tokenize (-m MODEL.kiln | --tokenizer FILE) [options] < input\n"
-    "\n"
-    "Reads all of stdin byte for byte (a trailing newline is part of the text)\n"
-    "and prints its token ids, space-separated, on one line. Like Hugging Face's\n"
-    "encode(text, add_special_tokens=False): special tokens written in the text\n"
-    "are recognised and nothing is added around it.\n"
-    "\n"
-    "options:\n"
-    "  -m, --model FILE      the tokenizer of a compiled program\n"
-    "  --tokenizer FILE      a tokenizer.json (tokenizer_config.json beside it is\n"
-    "                        read too), a GGUF file, or a llama2.c tokenizer.bin\n"
-    "  --json                print one JSON array instead\n"
-    "  --add-special         add what the tokenizer puts around a text (BOS/EOS)\n"
-    "  --no-parse-special    special-token text is plain text\n"
-    "  --decode              read ids (space-, comma- or newline-separated, or a JSON\n"
-    "                        array) from stdin and write the exact bytes they decode to\n"
-    "  -h, --help            this text\n"
-    "\n"
-    "examples:\n"
-    "  printf 'Hello world' | kiln tokenize --tokenizer qwen3/tokenizer.json\n"
-    "  echo '<|im_start|>user' | kiln tokenize -m smollm2.kiln --json\n"
-    "  printf 'Hi' | kiln tokenize -m llama.kiln --add-special --no-parse-special\n"
-    "  echo '9707 11 1879' | kiln tokenize --tokenizer qwen3/tokenizer.json --decode\n";
+typedef struct {
+    const char *model, *tokenizer;
+    int json, decode, add_special, plain_special;
+} options;
+
+#define OPT(field) offsetof(options, field)
+
+static const kiln_cli_flag FLAGS[] = {
+    {KILN_CLI_STR, "-m, --model", "FILE", OPT(model), .path = KILN_CLI_IN_FILE,
+     .help = "the tokenizer of a compiled program"},
+    {KILN_CLI_STR, "--tokenizer", "FILE", OPT(tokenizer), .path = KILN_CLI_IN_FILE,
+     .help = "a tokenizer.json (tokenizer_config.json beside it is\n"
+             "read too), a GGUF file, or a llama2.c tokenizer.bin"},
+    {KILN_CLI_SET, "--json", NULL, OPT(json), .lo = 1, .help = "print one JSON array instead"},
+    {KILN_CLI_SET, "--add-special", NULL, OPT(add_special), .lo = 1,
+     .help = "add what the tokenizer puts around a text (BOS/EOS)"},
+    {KILN_CLI_SET, "--no-parse-special", NULL, OPT(plain_special), .lo = 1,
+     .help = "special-token text is plain text"},
+    {KILN_CLI_SET, "--decode", NULL, OPT(decode), .lo = 1,
+     .help = "read ids (space-, comma- or newline-separated, or a JSON\n"
+             "array) from stdin and write the exact bytes they decode to"},
+    {KILN_CLI_END},
+};
+
+static void init(void *o) {
+    memset(o, 0, sizeof(options));
+}
+
+static const kiln_cli_command COMMAND = {
+    .name = "tokenize",
+    .about = "usage: kiln tokenize (-m MODEL.kiln | --tokenizer FILE) [options] < input\n"
+             "\n"
+             "Reads all of stdin byte for byte (a trailing newline is part of the text)\n"
+             "and prints its token ids, space-separated, on one line. Like Hugging Face's\n"
+             "encode(text, add_special_tokens=False): special tokens written in the text\n"
+             "are recognised and nothing is added around it.\n"
+             "\n",
+    .notes = "\n"
+             "examples:\n"
+             "  printf 'Hello world' | kiln tokenize --tokenizer qwen3/tokenizer.json\n"
+             "  echo '<|im_start|>user' | kiln tokenize -m smollm2.kiln --json\n"
+             "  printf 'Hi' | kiln tokenize -m llama.kiln --add-special --no-parse-special\n"
+             "  echo '9707 11 1879' | kiln tokenize --tokenizer qwen3/tokenizer.json --decode\n",
+    .column = 24,
+    .flags = FLAGS,
+    .size = sizeof(options),
+    .init = init,
+    .unknown = "unknown argument '%s'",
+};
 
 /* All of stdin; NULL on a read error or out of memory. */
 static char *read_all(FILE *f, size_t *len) {
@@ -116,56 +142,37 @@ static int decode(const char *cmd, const kiln_tokenizer *tok, const char *text, 
 }
 
 int kiln_cmd_tokenize(int argc, char **argv) {
-    const char *cmd = "tokenize", *model = NULL, *tok_path = NULL;
-    int json = 0, do_decode = 0;
-    unsigned flags = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(HELP, stdout);
-            return KILN_EXIT_OK;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--tokenizer")) {
-            if (!(tok_path = kiln_cli_value(cmd, argc, argv, &i))) return KILN_EXIT_USAGE;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "--add-special")) {
-            flags |= KILN_TOKENIZE_ADD_SPECIAL;
-        } else if (!strcmp(a, "--no-parse-special")) {
-            flags |= KILN_TOKENIZE_PLAIN_SPECIAL;
-        } else if (!strcmp(a, "--decode")) {
-            do_decode = 1;
-        } else {
-            return kiln_cli_usage_error(cmd, "unknown argument '%s'", a);
-        }
-    }
-    if (!model == !tok_path)
+    const char *cmd = COMMAND.name;
+    options o;
+    int rc;
+    if (!kiln_cli_parse(&COMMAND, argc, argv, &o, &rc)) return rc;
+    unsigned flags = (o.add_special ? KILN_TOKENIZE_ADD_SPECIAL : 0) |
+                     (o.plain_special ? KILN_TOKENIZE_PLAIN_SPECIAL : 0);
+    if (!o.model == !o.tokenizer)
         return kiln_cli_usage_error(cmd, "give exactly one of -m MODEL.kiln and --tokenizer FILE");
-    if (do_decode && (flags || json))
+    if (o.decode && (flags || o.json))
         return kiln_cli_usage_error(
             cmd, "--decode takes no --json, --add-special or --no-parse-special");
 
     kiln_tokenizer *tok = NULL;
     kiln_status st;
-    if (model) {
+    if (o.model) {
         kiln_program *prog;
-        if (!(st = kiln_program_open(model, &prog))) {
+        if (!(st = kiln_program_open(o.model, &prog))) {
             st = kiln_tokenizer_from_program(prog, &tok);
             kiln_program_close(prog);
         }
     } else {
-        st = kiln_tokenizer_load(tok_path, &tok);
+        st = kiln_tokenizer_load(o.tokenizer, &tok);
     }
     if (st) return kiln_cli_fail(cmd, st);
     size_t len = 0;
     char *text = read_all(stdin, &len);
-    int rc;
     if (!text) {
         fprintf(stderr, "kiln %s: cannot read stdin\n", cmd);
         rc = KILN_EXIT_FAIL;
     } else {
-        rc = do_decode ? decode(cmd, tok, text, len) : encode(cmd, tok, text, len, flags, json);
+        rc = o.decode ? decode(cmd, tok, text, len) : encode(cmd, tok, text, len, flags, o.json);
     }
     free(text);
     kiln_tokenizer_free(tok);

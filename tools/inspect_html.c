@@ -616,7 +616,8 @@ static kiln_status write_timeline(FILE *f, const insp_report *r) {
     return KILN_OK;
 }
 
-static void write_data(FILE *f, const insp_report *r, const insp_report *by_op) {
+/* The data's head: what the trace is, and the peaks. */
+static void data_head(FILE *f, const insp_report *r) {
     const insp_trace *t = r->t;
     const char *by[] = {"op", "node", "backend", "method"};
     uint64_t span = t->n_calls ? t->calls[t->n_calls - 1].t1 - t->calls[0].t0 : 0;
@@ -631,7 +632,6 @@ static void write_data(FILE *f, const insp_report *r, const insp_report *by_op) 
     jnum(f, r->all_ms);
     fprintf(f, ",\"span_ms\":");
     jnum(f, insp_ms(span));
-    /* peaks */
     const insp_peaks *pk = r->peaks;
     fprintf(f, ",\n\"peaks\":");
     if (pk->have) {
@@ -650,8 +650,12 @@ static void write_data(FILE *f, const insp_report *r, const insp_report *by_op) 
         fprintf(f, "null,\"peaks_note\":");
         insp_json_str(f, pk->source, 1);
     }
-    /* methods: [name, calls, failed, tokens, p10, p50, p90, avg, min, max, total, %, GFLOP/s, GB/s]
-     */
+}
+
+/* methods: [name, calls, failed, tokens, p10, p50, p90, avg, min, max, total,
+ * %, GFLOP/s, GB/s] */
+static void data_methods(FILE *f, const insp_report *r) {
+    const insp_trace *t = r->t;
     fprintf(f, ",\n\"methods\":[");
     for (int i = 0; i < r->n_methods; i++) {
         const insp_method_stat *s = &r->methods[i];
@@ -678,9 +682,15 @@ static void write_data(FILE *f, const insp_report *r, const insp_report *by_op) 
         }
         fputc(']', f);
     }
-    /* rows: [depth, name, kind, op, backend, unit, fallback, calls, p50, avg, total, %,
-     * GFLOP/s, GB/s, bound, % peak] */
-    fprintf(f, "],\n\"rows\":[");
+    fputc(']', f);
+}
+
+/* rows: [depth, name, kind, op, backend, unit, fallback, calls, p50, avg,
+ * total, %, GFLOP/s, GB/s, bound, % peak] */
+static void data_rows(FILE *f, const insp_report *r) {
+    const insp_trace *t = r->t;
+    const insp_peaks *pk = r->peaks;
+    fprintf(f, ",\n\"rows\":[");
     for (int64_t i = 0; i < r->n_rows; i++) {
         const insp_row *w = &r->rows[i];
         insp_roof rf;
@@ -709,8 +719,15 @@ static void write_data(FILE *f, const insp_report *r, const insp_report *by_op) 
         jnum(f, k == 2 ? rf.pct : NAN);
         fputc(']', f);
     }
-    /* op aggregates (roofline, time by op) and backends, from the by-op rows */
-    fprintf(f, "],\n\"opRows\":[");
+    fputc(']', f);
+}
+
+/* The op aggregates (roofline, time by op) and the backends, from the
+ * by-op rows. */
+static void data_ops(FILE *f, const insp_report *r, const insp_report *by_op) {
+    const insp_trace *t = r->t;
+    const insp_peaks *pk = r->peaks;
+    fprintf(f, ",\n\"opRows\":[");
     int any = 0;
     double parts[256] = {0}, executor = 0;
     int fb[256] = {0};
@@ -752,7 +769,11 @@ static void write_data(FILE *f, const insp_report *r, const insp_report *by_op) 
     }
     fprintf(f, "],\"executor_ms\":");
     jnum(f, executor);
-    /* fallback */
+}
+
+/* The fallback and the memory. */
+static void data_tail(FILE *f, const insp_report *r) {
+    const insp_trace *t = r->t;
     fprintf(f, ",\n\"fallback\":{\"ms\":");
     jnum(f, r->fallback_ms);
     fprintf(f, ",\"pct\":");
@@ -780,6 +801,16 @@ static void write_data(FILE *f, const insp_report *r, const insp_report *by_op) 
         fprintf(f, "\"state_used_bytes\":null,\"state_positions\":null,");
     fprintf(f, "\"arena_bytes\":%lld,\"input_bytes\":%lld,\"peak_rss_bytes\":%lld},\n",
             (long long)m->arena, (long long)m->input, (long long)m->peak_rss);
+}
+
+/* The report as one JSON object for the page's script (its last member
+ * followed by ",\n": the page adds more). */
+static void write_data(FILE *f, const insp_report *r, const insp_report *by_op) {
+    data_head(f, r);
+    data_methods(f, r);
+    data_rows(f, r);
+    data_ops(f, r, by_op);
+    data_tail(f, r);
 }
 
 kiln_status insp_write_html(const insp_report *r, const insp_report *by_op, const char *path) {

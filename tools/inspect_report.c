@@ -157,60 +157,62 @@ static uint64_t leaf_hash(int m, int b, int32_t x, int32_t y) {
     return h * 0xbf58476d1ce4e5b9ull;
 }
 
-kiln_status insp_report_build(const insp_trace *t, const insp_peaks *pk, int by, int top,
-                              insp_report *r) {
-    memset(r, 0, sizeof *r);
-    r->t = t;
-    r->by = by;
-    r->top = top;
-    r->peaks = pk;
-    kiln_status st = KILN_OK;
-    int nm = t->n_methods, nb = t->n_backends;
-    int64_t cap_rows = 0, n_leaves = 0, cap_leaves = 0, map_cap = 1024;
-    leaf *leaves = NULL;
-    int64_t *node_leaf = NULL, *map = NULL, *order = NULL;
-    uint64_t *dur = NULL, *leaf_tot = NULL;
-    int *gorder = malloc(sizeof *gorder * (size_t)(nb + 1));
-    group *groups = calloc((size_t)nm * (size_t)(nb ? nb : 1), sizeof *groups);
-    r->methods = calloc(nm ? (size_t)nm : 1, sizeof *r->methods);
-    uint64_t *mdur = malloc(sizeof *mdur * (size_t)(t->n_calls + 1));
-    uint64_t *pdur = malloc(sizeof *pdur * (size_t)(t->n_parts + 1));
-    node_leaf = malloc(sizeof *node_leaf * (size_t)(t->n_nodes + 1));
-    dur = malloc(sizeof *dur * (size_t)(t->n_nodes + 1));
-    map = malloc(sizeof *map * (size_t)map_cap);
-    if (!groups || !r->methods || !mdur || !pdur || !node_leaf || !dur || !map || !gorder) {
-        st = nomem();
-        goto done;
-    }
-    for (int64_t i = 0; i < map_cap; i++)
-        map[i] = -1;
-    for (int64_t i = 0; i < (int64_t)nm * nb; i++)
-        groups[i].first_leaf = -1;
+/* What the build works on: the groups with their partition durations, the
+ * leaves (one per op + unit, or per node name, of a group) with their node
+ * durations, and the scratch of ordering them. */
+typedef struct {
+    const insp_trace *t;
+    const insp_peaks *pk;
+    insp_report *r;
+    int nb;         /* backends */
+    group *groups;  /* [method * nb + backend] */
+    uint64_t *pdur; /* partition durations, contiguous per group */
+    leaf *leaves;
+    int64_t n_leaves, cap_leaves;
+    int64_t *map, map_cap; /* leaf key -> index (-1: free) */
+    int64_t *node_leaf;    /* per node: its leaf, -1 */
+    uint64_t *dur;         /* node durations, contiguous per leaf */
+    uint64_t *leaf_tot;    /* per leaf: its total */
+    int64_t *order;        /* one group's leaves, most time first */
+    int *gorder;           /* one method's backends, most time first */
+    int64_t cap_rows;
+} builder;
 
-    /* partitions: counts per group, then their durations contiguous per group */
+static insp_row *push_row(builder *b) {
+    return add_row(b->r, &b->cap_rows);
+}
+
+/* Partitions: counts per group, then their durations contiguous per group. */
+static void build_partitions(builder *b) {
+    const insp_trace *t = b->t;
+    int64_t n_groups = (int64_t)t->n_methods * b->nb, acc = 0;
     for (int64_t k = 0; k < t->n_parts; k++) {
         const insp_part *p = &t->parts[k];
-        group *g = &groups[p->method * nb + p->backend];
+        group *g = &b->groups[p->method * b->nb + p->backend];
         g->n++;
         g->part_ns += p->t1 - p->t0;
         g->fallback = p->fallback;
     }
-    int64_t acc_p = 0;
-    for (int64_t i = 0; i < (int64_t)nm * nb; i++) {
-        groups[i].first = acc_p;
-        acc_p += groups[i].n;
-        groups[i].n = 0;
+    for (int64_t i = 0; i < n_groups; i++) {
+        b->groups[i].first = acc;
+        acc += b->groups[i].n;
+        b->groups[i].n = 0;
     }
     for (int64_t k = 0; k < t->n_parts; k++) {
         const insp_part *p = &t->parts[k];
-        group *g = &groups[p->method * nb + p->backend];
-        pdur[g->first + g->n++] = p->t1 - p->t0;
+        group *g = &b->groups[p->method * b->nb + p->backend];
+        b->pdur[g->first + g->n++] = p->t1 - p->t0;
     }
+}
 
-    /* methods */
+/* Methods: the calls' statistics of each method called; mdur is scratch
+ * for n_calls durations. */
+static void build_methods(builder *b, uint64_t *mdur) {
+    const insp_trace *t = b->t;
+    insp_report *r = b->r;
     for (int64_t c = 0; c < t->n_calls; c++)
         r->all_ms += insp_ms(t->calls[c].t1 - t->calls[c].t0);
-    for (int m = 0; m < nm; m++) {
+    for (int m = 0; m < t->n_methods; m++) {
         insp_method_stat *s = &r->methods[r->n_methods];
         memset(s, 0, sizeof *s);
         s->method = m;
@@ -232,252 +234,295 @@ kiln_status insp_report_build(const insp_trace *t, const insp_peaks *pk, int by,
         s->avg = tmp.avg, s->min = tmp.min, s->max = tmp.max, s->total = tmp.total;
         r->n_methods++;
     }
+}
 
-    /* nodes: into groups and leaves */
+/* A fallback node: its time, and its op in "a, b, c" once. */
+static void note_fallback(insp_report *r, const char *op, uint64_t d) {
+    r->fallback_ms += insp_ms(d);
+    r->fallback_nodes++;
+    size_t have = strlen(r->fallback_ops), ol = strlen(op);
+    int found = 0;
+    for (const char *p = r->fallback_ops; (p = strstr(p, op)); p += ol)
+        if ((p == r->fallback_ops || p[-1] == ' ') && (p[ol] == ',' || p[ol] == 0)) found = 1;
+    if (!found && have + ol + 3 < sizeof r->fallback_ops)
+        snprintf(r->fallback_ops + have, sizeof r->fallback_ops - have, "%s%s", have ? ", " : "",
+                 op);
+}
+
+/* Doubles the leaf map, rehashing the leaves there are. */
+static kiln_status grow_map(builder *b) {
+    int64_t cap = 2 * b->map_cap;
+    int64_t *map = malloc(sizeof *map * (size_t)cap);
+    if (!map) return nomem();
+    for (int64_t k = 0; k < cap; k++)
+        map[k] = -1;
+    for (int64_t k = 0; k < b->n_leaves; k++) {
+        const leaf *l = &b->leaves[k];
+        uint64_t h = leaf_hash(l->method, l->backend, l->a, l->b) & (uint64_t)(cap - 1);
+        while (map[h] >= 0)
+            h = (h + 1) & (uint64_t)(cap - 1);
+        map[h] = k;
+    }
+    free(b->map);
+    b->map = map;
+    b->map_cap = cap;
+    return KILN_OK;
+}
+
+/* The leaf of node n under key (a, b) in group g, made when new; -1 when
+ * out of memory. */
+static int64_t leaf_of(builder *bd, const insp_node *n, int32_t a, int32_t b, group *g) {
+    if (2 * (bd->n_leaves + 1) > bd->map_cap && grow_map(bd)) return -1;
+    uint64_t mask = (uint64_t)(bd->map_cap - 1), h = leaf_hash(n->method, n->backend, a, b) & mask;
+    for (; bd->map[h] >= 0; h = (h + 1) & mask) {
+        const leaf *l = &bd->leaves[bd->map[h]];
+        if (l->method == n->method && l->backend == n->backend && l->a == a && l->b == b)
+            return bd->map[h];
+    }
+    if (bd->n_leaves == bd->cap_leaves) {
+        int64_t c = bd->cap_leaves ? 2 * bd->cap_leaves : 256;
+        leaf *p = realloc(bd->leaves, sizeof *p * (size_t)c);
+        if (!p) return -1;
+        bd->leaves = p;
+        bd->cap_leaves = c;
+    }
+    int64_t li = bd->n_leaves++;
+    bd->leaves[li] =
+        (leaf){n->method, n->backend, a, b, n->op, n->unit, 0, 0, g->first_leaf, 0, 0, 0};
+    bd->map[h] = li;
+    g->first_leaf = li;
+    return li;
+}
+
+/* Nodes: into groups and (by op or node) leaves. */
+static kiln_status build_nodes(builder *b) {
+    const insp_trace *t = b->t;
+    int by = b->r->by;
     for (int64_t i = 0; i < t->n_nodes; i++) {
         const insp_node *n = &t->nodes[i];
         uint64_t d = n->t1 - n->t0;
-        double peak = insp_unit_peak(t->str[n->unit], pk);
+        double peak = insp_unit_peak(t->str[n->unit], b->pk);
         double pns = peak > 0 ? n->flops / peak : 0;
-        group *g = &groups[n->method * nb + n->backend];
+        group *g = &b->groups[n->method * b->nb + n->backend];
         g->node_ns += d;
         g->flops += n->flops;
         g->bytes += n->bytes;
         g->peak_ns += pns;
-        if (n->fallback) {
-            r->fallback_ms += insp_ms(d);
-            r->fallback_nodes++;
-            const char *op = t->str[n->op];
-            size_t have = strlen(r->fallback_ops), ol = strlen(op);
-            int found = 0;
-            for (const char *p = r->fallback_ops; (p = strstr(p, op)); p += ol)
-                if ((p == r->fallback_ops || p[-1] == ' ') && (p[ol] == ',' || p[ol] == 0))
-                    found = 1;
-            if (!found && have + ol + 3 < sizeof r->fallback_ops)
-                snprintf(r->fallback_ops + have, sizeof r->fallback_ops - have, "%s%s",
-                         have ? ", " : "", op);
-        }
-        node_leaf[i] = -1;
+        if (n->fallback) note_fallback(b->r, t->str[n->op], d);
+        b->node_leaf[i] = -1;
         if (by != BY_OP && by != BY_NODE) continue;
-        int32_t a = by == BY_OP ? n->op : n->name, b = by == BY_OP ? n->unit : -1;
-        if (2 * (n_leaves + 1) > map_cap) { /* grow the map */
-            int64_t *nm2 = malloc(sizeof *nm2 * (size_t)(2 * map_cap));
-            if (!nm2) {
-                st = nomem();
-                goto done;
-            }
-            map_cap *= 2;
-            for (int64_t k = 0; k < map_cap; k++)
-                nm2[k] = -1;
-            for (int64_t k = 0; k < n_leaves; k++) {
-                const leaf *l = &leaves[k];
-                uint64_t h = leaf_hash(l->method, l->backend, l->a, l->b) & (uint64_t)(map_cap - 1);
-                while (nm2[h] >= 0)
-                    h = (h + 1) & (uint64_t)(map_cap - 1);
-                nm2[h] = k;
-            }
-            free(map);
-            map = nm2;
-        }
-        uint64_t h = leaf_hash(n->method, n->backend, a, b) & (uint64_t)(map_cap - 1);
-        int64_t li = -1;
-        for (; map[h] >= 0; h = (h + 1) & (uint64_t)(map_cap - 1)) {
-            const leaf *l = &leaves[map[h]];
-            if (l->method == n->method && l->backend == n->backend && l->a == a && l->b == b) {
-                li = map[h];
-                break;
-            }
-        }
-        if (li < 0) {
-            if (n_leaves == cap_leaves) {
-                int64_t c = cap_leaves ? 2 * cap_leaves : 256;
-                leaf *p = realloc(leaves, sizeof *p * (size_t)c);
-                if (!p) {
-                    st = nomem();
-                    goto done;
-                }
-                leaves = p;
-                cap_leaves = c;
-            }
-            li = n_leaves++;
-            leaves[li] =
-                (leaf){n->method, n->backend, a, b, n->op, n->unit, 0, 0, g->first_leaf, 0, 0, 0};
-            map[h] = li;
-            g->first_leaf = li;
-        }
-        leaf *l = &leaves[li];
+        int64_t li = leaf_of(b, n, by == BY_OP ? n->op : n->name, by == BY_OP ? n->unit : -1, g);
+        if (li < 0) return nomem();
+        leaf *l = &b->leaves[li];
         if (l->op != n->op) l->op = -2;
         if (l->unit != n->unit) l->unit = -2;
         l->n++;
         l->flops += n->flops;
         l->bytes += n->bytes;
         l->peak_ns += pns;
-        node_leaf[i] = li;
+        b->node_leaf[i] = li;
     }
-    /* durations of each leaf, contiguous */
-    if (n_leaves) {
-        if (!(leaf_tot = calloc((size_t)n_leaves, sizeof *leaf_tot)) ||
-            !(order = malloc(sizeof *order * (size_t)n_leaves))) {
-            st = nomem();
-            goto done;
-        }
-        int64_t acc = 0;
-        for (int64_t k = 0; k < n_leaves; k++) {
-            leaves[k].first = acc;
-            acc += leaves[k].n;
-            leaves[k].n = 0;
-        }
-        for (int64_t i = 0; i < t->n_nodes; i++) {
-            leaf *l = &leaves[node_leaf[i]];
-            uint64_t d = t->nodes[i].t1 - t->nodes[i].t0;
-            dur[l->first + l->n++] = d;
-            leaf_tot[node_leaf[i]] += d;
-        }
-    }
+    return KILN_OK;
+}
 
-    /* rows */
-    for (int mi = 0; mi < r->n_methods; mi++) {
-        const insp_method_stat *s = &r->methods[mi];
-        int m = s->method;
-        insp_row *row = add_row(r, &cap_rows);
-        if (!row) {
-            st = nomem();
-            goto done;
+/* Durations of each leaf, contiguous, and their totals. */
+static kiln_status leaf_durations(builder *b) {
+    if (!b->n_leaves) return KILN_OK;
+    if (!(b->leaf_tot = calloc((size_t)b->n_leaves, sizeof *b->leaf_tot)) ||
+        !(b->order = malloc(sizeof *b->order * (size_t)b->n_leaves)))
+        return nomem();
+    int64_t acc = 0;
+    for (int64_t k = 0; k < b->n_leaves; k++) {
+        b->leaves[k].first = acc;
+        acc += b->leaves[k].n;
+        b->leaves[k].n = 0;
+    }
+    for (int64_t i = 0; i < b->t->n_nodes; i++) {
+        leaf *l = &b->leaves[b->node_leaf[i]];
+        uint64_t d = b->t->nodes[i].t1 - b->t->nodes[i].t0;
+        b->dur[l->first + l->n++] = d;
+        b->leaf_tot[b->node_leaf[i]] += d;
+    }
+    return KILN_OK;
+}
+
+/* The leaf rows of group g (method m, backend bk) under a partition row of
+ * group_ms: at most `top`, the rest in one "(other rows)" row. */
+static kiln_status leaf_rows(builder *b, int m, int bk, const group *g, double group_ms) {
+    const insp_trace *t = b->t;
+    int by = b->r->by, top = b->r->top;
+    int64_t nl = 0;
+    for (int64_t k = g->first_leaf; k >= 0; k = b->leaves[k].next)
+        b->order[nl++] = k;
+    g_sort_t = t;
+    g_sort_leaves = b->leaves;
+    g_sort_tot = b->leaf_tot;
+    if (nl > 1) qsort(b->order, (size_t)nl, sizeof *b->order, cmp_leaf);
+    insp_row rest, *row;
+    row_init(&rest, 2, ROW_REST, "(other rows)");
+    rest.method = m;
+    rest.backend = bk;
+    rest.fallback = g->fallback;
+    rest.has_cost = 1;
+    rest.total = 0;
+    for (int64_t k = 0; k < nl; k++) {
+        const leaf *l = &b->leaves[b->order[k]];
+        if (top > 0 && k >= top) { /* the rest in one row, so shares still add up */
+            rest.calls += l->n;
+            rest.total += insp_ms(b->leaf_tot[b->order[k]]);
+            rest.flops += l->flops;
+            rest.bytes += l->bytes;
+            rest.peak_ns += l->peak_ns;
+            continue;
         }
-        row_init(row, 0, ROW_METHOD, t->methods[m]);
+        if (!(row = push_row(b))) return nomem();
+        row_init(row, 2, by == BY_OP ? ROW_OP : ROW_NODE, t->str[l->a]);
         row->method = m;
-        row->calls = s->calls;
-        row->p10 = s->p10, row->p50 = s->p50, row->p90 = s->p90;
-        row->avg = s->avg, row->min = s->min, row->max = s->max, row->total = s->total;
-        row->pct = r->all_ms > 0 ? 100 * s->total / r->all_ms : 0;
+        row->backend = bk;
+        row->fallback = g->fallback;
+        row->op = l->op >= 0 ? t->str[l->op] : "(mixed)";
+        row->unit = l->unit >= 0 ? t->str[l->unit] : "(mixed)";
+        stats(b->dur + l->first, l->n, row);
         row->has_cost = 1;
-        for (int b = 0; b < nb; b++) {
-            const group *g = &groups[m * nb + b];
-            row->flops += g->flops;
-            row->bytes += g->bytes;
-            row->peak_ns += g->peak_ns;
-        }
-        r->methods[mi].flops = row->flops;
-        r->methods[mi].bytes = row->bytes;
-        if (by == BY_METHOD) continue;
-
-        /* this method's backends, most time first */
-        int ng = 0;
-        for (int b = 0; b < nb; b++)
-            if (groups[m * nb + b].n) gorder[ng++] = b;
-        for (int i = 1; i < ng; i++) /* insertion sort: a few backends */
-            for (int j = i; j > 0 && groups[m * nb + gorder[j]].part_ns >
-                                         groups[m * nb + gorder[j - 1]].part_ns;
-                 j--) {
-                int x = gorder[j];
-                gorder[j] = gorder[j - 1];
-                gorder[j - 1] = x;
-            }
-        double parts_ms = 0;
-        for (int gi = 0; gi < ng; gi++) {
-            int b = gorder[gi];
-            const group *g = &groups[m * nb + b];
-            row = add_row(r, &cap_rows);
-            if (!row) {
-                st = nomem();
-                goto done;
-            }
-            row_init(row, 1, ROW_PARTITION, t->backends[b]);
-            row->method = m;
-            row->backend = b;
-            row->fallback = g->fallback;
-            stats(pdur + g->first, g->n, row);
-            row->has_cost = 1;
-            row->flops = g->flops;
-            row->bytes = g->bytes;
-            row->peak_ns = g->peak_ns;
-            row->pct = s->total > 0 ? 100 * row->total / s->total : 0;
-            parts_ms += row->total;
-            if (by == BY_BACKEND) continue;
-            double group_ms = row->total;
-            int64_t nl = 0;
-            for (int64_t k = g->first_leaf; k >= 0; k = leaves[k].next)
-                order[nl++] = k;
-            g_sort_t = t;
-            g_sort_leaves = leaves;
-            g_sort_tot = leaf_tot;
-            if (nl > 1) qsort(order, (size_t)nl, sizeof *order, cmp_leaf);
-            insp_row rest;
-            row_init(&rest, 2, ROW_REST, "(other rows)");
-            rest.method = m;
-            rest.backend = b;
-            rest.fallback = g->fallback;
-            rest.has_cost = 1;
-            rest.total = 0;
-            for (int64_t k = 0; k < nl; k++) {
-                const leaf *l = &leaves[order[k]];
-                if (top > 0 && k >= top) { /* the rest in one row, so shares still add up */
-                    rest.calls += l->n;
-                    rest.total += insp_ms(leaf_tot[order[k]]);
-                    rest.flops += l->flops;
-                    rest.bytes += l->bytes;
-                    rest.peak_ns += l->peak_ns;
-                    continue;
-                }
-                if (!(row = add_row(r, &cap_rows))) {
-                    st = nomem();
-                    goto done;
-                }
-                row_init(row, 2, by == BY_OP ? ROW_OP : ROW_NODE, t->str[l->a]);
-                row->method = m;
-                row->backend = b;
-                row->fallback = g->fallback;
-                row->op = l->op >= 0 ? t->str[l->op] : "(mixed)";
-                row->unit = l->unit >= 0 ? t->str[l->unit] : "(mixed)";
-                stats(dur + l->first, l->n, row);
-                row->has_cost = 1;
-                row->flops = l->flops;
-                row->bytes = l->bytes;
-                row->peak_ns = l->peak_ns;
-                row->pct = group_ms > 0 ? 100 * row->total / group_ms : 0;
-            }
-            if (rest.calls) {
-                rest.pct = group_ms > 0 ? 100 * rest.total / group_ms : 0;
-                rest.avg = rest.total / (double)rest.calls;
-                if (!(row = add_row(r, &cap_rows))) {
-                    st = nomem();
-                    goto done;
-                }
-                *row = rest;
-            }
-            if (!(row = add_row(r, &cap_rows))) {
-                st = nomem();
-                goto done;
-            }
-            row_init(row, 2, ROW_EXECUTOR, "(between nodes)");
-            row->method = m;
-            row->backend = b;
-            row->total = group_ms - (double)g->node_ns / 1e6;
-            if (row->total < 0) row->total = 0;
-            row->pct = group_ms > 0 ? 100 * row->total / group_ms : 0;
-        }
-        if (!(row = add_row(r, &cap_rows))) {
-            st = nomem();
-            goto done;
-        }
-        row_init(row, 1, ROW_EXECUTOR, "(executor)");
-        row->method = m;
-        row->total = s->total - parts_ms;
-        if (row->total < 0) row->total = 0;
-        row->pct = s->total > 0 ? 100 * row->total / s->total : 0;
+        row->flops = l->flops;
+        row->bytes = l->bytes;
+        row->peak_ns = l->peak_ns;
+        row->pct = group_ms > 0 ? 100 * row->total / group_ms : 0;
     }
+    if (rest.calls) {
+        rest.pct = group_ms > 0 ? 100 * rest.total / group_ms : 0;
+        rest.avg = rest.total / (double)rest.calls;
+        if (!(row = push_row(b))) return nomem();
+        *row = rest;
+    }
+    return KILN_OK;
+}
+
+/* The rows of method s's partitions on backend bk: the partition row, its
+ * leaves and its "(between nodes)" row; *parts_ms grows by its time. */
+static kiln_status group_rows(builder *b, const insp_method_stat *s, int bk, double *parts_ms) {
+    int m = s->method;
+    const group *g = &b->groups[m * b->nb + bk];
+    insp_row *row = push_row(b);
+    if (!row) return nomem();
+    row_init(row, 1, ROW_PARTITION, b->t->backends[bk]);
+    row->method = m;
+    row->backend = bk;
+    row->fallback = g->fallback;
+    stats(b->pdur + g->first, g->n, row);
+    row->has_cost = 1;
+    row->flops = g->flops;
+    row->bytes = g->bytes;
+    row->peak_ns = g->peak_ns;
+    row->pct = s->total > 0 ? 100 * row->total / s->total : 0;
+    *parts_ms += row->total;
+    if (b->r->by == BY_BACKEND) return KILN_OK;
+    double group_ms = row->total;
+    kiln_status st = leaf_rows(b, m, bk, g, group_ms);
+    if (st) return st;
+    if (!(row = push_row(b))) return nomem();
+    row_init(row, 2, ROW_EXECUTOR, "(between nodes)");
+    row->method = m;
+    row->backend = bk;
+    row->total = group_ms - (double)g->node_ns / 1e6;
+    if (row->total < 0) row->total = 0;
+    row->pct = group_ms > 0 ? 100 * row->total / group_ms : 0;
+    return KILN_OK;
+}
+
+/* The rows of method mi: its row, then (unless by method) its backends,
+ * most time first, and its "(executor)" row. */
+static kiln_status method_rows(builder *b, int mi) {
+    insp_method_stat *s = &b->r->methods[mi];
+    int m = s->method, nb = b->nb;
+    insp_row *row = push_row(b);
+    if (!row) return nomem();
+    row_init(row, 0, ROW_METHOD, b->t->methods[m]);
+    row->method = m;
+    row->calls = s->calls;
+    row->p10 = s->p10, row->p50 = s->p50, row->p90 = s->p90;
+    row->avg = s->avg, row->min = s->min, row->max = s->max, row->total = s->total;
+    row->pct = b->r->all_ms > 0 ? 100 * s->total / b->r->all_ms : 0;
+    row->has_cost = 1;
+    for (int k = 0; k < nb; k++) {
+        const group *g = &b->groups[m * nb + k];
+        row->flops += g->flops;
+        row->bytes += g->bytes;
+        row->peak_ns += g->peak_ns;
+    }
+    s->flops = row->flops;
+    s->bytes = row->bytes;
+    if (b->r->by == BY_METHOD) return KILN_OK;
+
+    const group *gm = &b->groups[m * nb];
+    int ng = 0;
+    for (int k = 0; k < nb; k++)
+        if (gm[k].n) b->gorder[ng++] = k;
+    for (int i = 1; i < ng; i++) /* insertion sort: a few backends */
+        for (int j = i; j > 0 && gm[b->gorder[j]].part_ns > gm[b->gorder[j - 1]].part_ns; j--) {
+            int x = b->gorder[j];
+            b->gorder[j] = b->gorder[j - 1];
+            b->gorder[j - 1] = x;
+        }
+    double parts_ms = 0;
+    for (int gi = 0; gi < ng; gi++) {
+        kiln_status st = group_rows(b, s, b->gorder[gi], &parts_ms);
+        if (st) return st;
+    }
+    if (!(row = push_row(b))) return nomem();
+    row_init(row, 1, ROW_EXECUTOR, "(executor)");
+    row->method = m;
+    row->total = s->total - parts_ms;
+    if (row->total < 0) row->total = 0;
+    row->pct = s->total > 0 ? 100 * row->total / s->total : 0;
+    return KILN_OK;
+}
+
+kiln_status insp_report_build(const insp_trace *t, const insp_peaks *pk, int by, int top,
+                              insp_report *r) {
+    memset(r, 0, sizeof *r);
+    r->t = t;
+    r->by = by;
+    r->top = top;
+    r->peaks = pk;
+    kiln_status st = KILN_OK;
+    int nm = t->n_methods, nb = t->n_backends;
+    builder b = {.t = t, .pk = pk, .r = r, .nb = nb, .map_cap = 1024};
+    b.gorder = malloc(sizeof *b.gorder * (size_t)(nb + 1));
+    b.groups = calloc((size_t)nm * (size_t)(nb ? nb : 1), sizeof *b.groups);
+    r->methods = calloc(nm ? (size_t)nm : 1, sizeof *r->methods);
+    uint64_t *mdur = malloc(sizeof *mdur * (size_t)(t->n_calls + 1));
+    b.pdur = malloc(sizeof *b.pdur * (size_t)(t->n_parts + 1));
+    b.node_leaf = malloc(sizeof *b.node_leaf * (size_t)(t->n_nodes + 1));
+    b.dur = malloc(sizeof *b.dur * (size_t)(t->n_nodes + 1));
+    b.map = malloc(sizeof *b.map * (size_t)b.map_cap);
+    if (!b.groups || !r->methods || !mdur || !b.pdur || !b.node_leaf || !b.dur || !b.map ||
+        !b.gorder) {
+        st = nomem();
+        goto done;
+    }
+    for (int64_t i = 0; i < b.map_cap; i++)
+        b.map[i] = -1;
+    for (int64_t i = 0; i < (int64_t)nm * nb; i++)
+        b.groups[i].first_leaf = -1;
+
+    build_partitions(&b);
+    build_methods(&b, mdur);
+    if ((st = build_nodes(&b)) || (st = leaf_durations(&b))) goto done;
+    for (int mi = 0; mi < r->n_methods && !st; mi++)
+        st = method_rows(&b, mi);
 
 done:
-    free(groups);
+    free(b.groups);
     free(mdur);
-    free(pdur);
-    free(node_leaf);
-    free(dur);
-    free(map);
-    free(leaves);
-    free(leaf_tot);
-    free(order);
-    free(gorder);
+    free(b.pdur);
+    free(b.node_leaf);
+    free(b.dur);
+    free(b.map);
+    free(b.leaves);
+    free(b.leaf_tot);
+    free(b.order);
+    free(b.gorder);
     if (st) insp_report_free(r);
     return st;
 }
