@@ -725,6 +725,46 @@ static int plan_llm_call(debugger *d, kiln_status *st) {
     return 0;
 }
 
+/* The report's first lines: the program, the call and what runs it. */
+static void print_header(const debugger *d) {
+    char used[256];
+    kiln_program_backends_used(d->prog, d->method, used, sizeof used);
+    if (d->llm) {
+        char hist[200];
+        int64_t from_prompt = d->n_prompt < d->position ? d->n_prompt : d->position;
+        if (d->position == 0)
+            snprintf(hist, sizeof hist, "no history");
+        else
+            snprintf(hist, sizeof hist,
+                     "history: %lld tokens (%lld the prompt's, %lld random) "
+                     "prefilled on each side",
+                     (long long)d->position, (long long)from_prompt,
+                     (long long)(d->position - from_prompt));
+        printf("kiln debug: %s: method '%s', %lld token%s at position %lld; %s\n",
+               kiln_basename(d->o->model), d->g->name, (long long)d->n_tokens, d->n_tokens == 1 ? "" : "s",
+               (long long)d->position, hist);
+    } else
+        printf("kiln debug: %s: method '%s' on %s inputs\n", kiln_basename(d->o->model), d->g->name,
+               d->o->inputs ? "given" : "random");
+    printf("backend %s (%s) vs reference %s; threshold cos %g\n\n", used,
+           d->o->backend ? "--backend" : "as compiled", d->o->reference, d->o->threshold);
+    fflush(stdout);
+
+}
+
+/* Adds the call's inputs to the --dump folder and finishes it. */
+static kiln_status dump_inputs(debugger *d) {
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < d->n_in && !st; i++) {
+        kiln_npy_dtype t;
+        if (kiln_npy_dtype_from_kiln(d->in_info[i].dtype, &t)) continue;
+        kiln_tensor_desc desc = {d->in_info[i].name, d->g->name,    "input", NULL, NULL, t,
+                                 d->in_info[i].ndim, d->in_shape[i]};
+        if (!(st = kiln_tensor_folder_add(&d->dump, &desc, d->in_data[i]))) d->n_dumped++;
+    }
+    return st ? st : kiln_tensor_folder_finish(&d->dump);
+}
+
 int kiln_cmd_debug(int argc, char **argv) {
     options o;
     int rc;
@@ -792,29 +832,7 @@ done_plan:
         goto fail;
     }
 
-    /* the header */
-    char used[256];
-    kiln_program_backends_used(d.prog, d.method, used, sizeof used);
-    if (d.llm) {
-        char hist[200];
-        int64_t from_prompt = d.n_prompt < d.position ? d.n_prompt : d.position;
-        if (d.position == 0)
-            snprintf(hist, sizeof hist, "no history");
-        else
-            snprintf(hist, sizeof hist,
-                     "history: %lld tokens (%lld the prompt's, %lld random) "
-                     "prefilled on each side",
-                     (long long)d.position, (long long)from_prompt,
-                     (long long)(d.position - from_prompt));
-        printf("kiln debug: %s: method '%s', %lld token%s at position %lld; %s\n",
-               kiln_basename(o.model), d.g->name, (long long)d.n_tokens, d.n_tokens == 1 ? "" : "s",
-               (long long)d.position, hist);
-    } else
-        printf("kiln debug: %s: method '%s' on %s inputs\n", kiln_basename(o.model), d.g->name,
-               o.inputs ? "given" : "random");
-    printf("backend %s (%s) vs reference %s; threshold cos %g\n\n", used,
-           o.backend ? "--backend" : "as compiled", o.reference, o.threshold);
-    fflush(stdout);
+    print_header(&d);
 
     /* the call on each side, after the history: the f32 program, the
      * backend, the reference with each node's own error */
@@ -824,16 +842,7 @@ done_plan:
     if ((d.llm && d.position > 0 && (st = build_history(&d))) || (st = set_inputs(&d)) ||
         (st = kiln_debugger_execute(d.dbg, d.method, &h)))
         goto fail;
-    if (d.dumping) {
-        for (int i = 0; i < d.n_in && !st; i++) {
-            kiln_npy_dtype t;
-            if (kiln_npy_dtype_from_kiln(d.in_info[i].dtype, &t)) continue;
-            kiln_tensor_desc desc = {d.in_info[i].name, d.g->name,    "input", NULL, NULL, t,
-                                     d.in_info[i].ndim, d.in_shape[i]};
-            if (!(st = kiln_tensor_folder_add(&d.dump, &desc, d.in_data[i]))) d.n_dumped++;
-        }
-        if (st || (st = kiln_tensor_folder_finish(&d.dump))) goto fail;
-    }
+    if (d.dumping && (st = dump_inputs(&d))) goto fail;
     report(&d);
     if (d.dumping) fprintf(stderr, "kiln debug: wrote %d tensors to %s\n", d.n_dumped, o.dump);
     rc = KILN_EXIT_OK;

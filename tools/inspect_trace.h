@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "kiln/kiln.h"
-#include "devtools/machine.h"
+#include "devtools/devtools.h"
 
 /* ---- the trace as read ------------------------------------------------------------- */
 

@@ -359,7 +359,7 @@ kiln_status kiln_debugger_samples(const kiln_debugger *d, int *n_prefill, int *n
 }
 
 kiln_status kiln_debugger_run_samples(kiln_debugger *d, const kiln_debug_hooks *h) {
-    int n_pre, n_dec;
+    int n_pre = 0, n_dec = 0;
     kiln_status st = kiln_debugger_samples(d, &n_pre, &n_dec);
     if (st) return st;
     const kiln_llm *lm = d->s[KILN_DEBUG_BACKEND].llm;
