@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh: the whole test suite, as CI runs it.
 #   1. installs what the tests need when it is missing (Debian packages,
-#      chromium among them for the HTML report test);
+#      chromium among them for the HTML report test), then checks every C
+#      file is laid out as clang-format 14 does it (scripts/check_format.sh);
 #   2. a normal build with -Werror, then ctest (the slow Kiln vs llama.cpp test
 #      as its own step, not under the sanitizers);
 #   3. ARM64: a cross build whose tests, each NEON kernel variant and x86 <->
@@ -21,6 +22,8 @@ command -v ninja >/dev/null || need+=(ninja-build)
 command -v cc >/dev/null || need+=(gcc)
 command -v clang >/dev/null || need+=(clang)
 command -v python3 >/dev/null || need+=(python3)
+command -v clang-format >/dev/null || need+=(clang-format)
+command -v ctags >/dev/null || need+=(universal-ctags)
 # kiln inspect --html is checked by rendering it in headless Chromium
 command -v chromium >/dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
@@ -41,6 +44,10 @@ if [ ! -x .venv-test/bin/python3 ]; then
   python3 -m venv .venv-test || echo "warning: no venv; tests that need Python packages will skip"
 fi
 [ -x .venv-test/bin/python3 ] && export PATH="$ROOT/.venv-test/bin:$PATH"
+
+# Layout first: a file clang-format 14 would change fails before any build.
+echo "== format (clang-format 14, scripts/check_format.sh)"
+bash scripts/check_format.sh
 
 echo "== build (-Werror)"
 cmake -S . -B build-test -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON >/dev/null

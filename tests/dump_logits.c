@@ -122,7 +122,8 @@ int main(int argc, char **argv) {
     int vocab = kiln_llm_get_limits(lm)->vocab;
     FILE *f = fopen(out, "wb");
     uint32_t hdr[4] = {1, (uint32_t)vocab, n, n_prompt};
-    if (!f || fwrite("KLNLOGIT", 1, 8, f) != 8 || fwrite(hdr, 4, 4, f) != 4 || fwrite(ids, 4, n, f) != n) {
+    if (!f || fwrite("KLNLOGIT", 1, 8, f) != 8 || fwrite(hdr, 4, 4, f) != 4 ||
+        fwrite(ids, 4, n, f) != n) {
         fprintf(stderr, "dump_logits: cannot write '%s'\n", out);
         return 1;
     }
@@ -130,7 +131,8 @@ int main(int argc, char **argv) {
     kiln_status st = kiln_llm_prefill_rows(s, lm, ids, (int)n_prompt, 0, 0, write_rows, &sink);
     for (uint32_t i = n_prompt; !st && i < n; i++) {
         const float *row;
-        if (!(st = kiln_llm_decode(s, lm, ids[i], (int)i, &row)) && fwrite(row, sizeof(float), (size_t)vocab, f) != (size_t)vocab)
+        if (!(st = kiln_llm_decode(s, lm, ids[i], (int)i, &row)) &&
+            fwrite(row, sizeof(float), (size_t)vocab, f) != (size_t)vocab)
             st = KILN_ERR_IO;
     }
     if (st == KILN_ERR_CANCELLED || st == KILN_ERR_IO) {

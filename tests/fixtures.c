@@ -12,7 +12,8 @@
 /* ---- llama2.c checkpoints ---------------------------------------------------- */
 
 static size_t l2c_floats(const kt_l2c_config *c) {
-    size_t dim = (size_t)c->dim, hid = (size_t)c->hidden, L = (size_t)c->layers, V = (size_t)c->vocab;
+    size_t dim = (size_t)c->dim, hid = (size_t)c->hidden, L = (size_t)c->layers,
+           V = (size_t)c->vocab;
     size_t hs = dim / (size_t)c->heads, kvd = hs * (size_t)c->kv_heads;
     size_t n = V * dim + L * dim + L * dim * dim + 2 * L * dim * kvd + L * dim * dim + L * dim +
                3 * L * dim * hid + dim + (size_t)c->seq * hs;
@@ -25,8 +26,9 @@ uint8_t *kt_llama2c_bytes(const kt_l2c_config *c, size_t *len) {
     *len = 28 + nf * 4;
     uint8_t *b = malloc(*len);
     if (!b) return NULL;
-    int32_t h[7] = {c->dim, c->hidden, c->layers, c->heads, c->kv_heads,
-                    c->shared_classifier ? c->vocab : -c->vocab, c->seq};
+    int32_t h[7] = {c->dim,   c->hidden,   c->layers,
+                    c->heads, c->kv_heads, c->shared_classifier ? c->vocab : -c->vocab,
+                    c->seq};
     memcpy(b, h, 28);
     float *w = (float *)(b + 28);
     unsigned long long s = c->seed ? c->seed : 1;
@@ -34,17 +36,25 @@ uint8_t *kt_llama2c_bytes(const kt_l2c_config *c, size_t *len) {
     size_t off = 0;
     /* Embeddings and matrices ~U(-0.3, 0.3); norm weights ~1 +- 0.2. */
     size_t emb = (size_t)c->vocab * dim;
-    for (size_t i = 0; i < emb; i++) w[off++] = 0.3f * kt_randf(&s);
-    for (size_t i = 0; i < L * dim; i++) w[off++] = 1.0f + 0.2f * kt_randf(&s);
+    for (size_t i = 0; i < emb; i++)
+        w[off++] = 0.3f * kt_randf(&s);
+    for (size_t i = 0; i < L * dim; i++)
+        w[off++] = 1.0f + 0.2f * kt_randf(&s);
     size_t hs = dim / (size_t)c->heads, kvd = hs * (size_t)c->kv_heads, hid = (size_t)c->hidden;
     size_t mats = L * dim * dim + 2 * L * dim * kvd + L * dim * dim;
-    for (size_t i = 0; i < mats; i++) w[off++] = 0.3f * kt_randf(&s) / sqrtf((float)dim) * 3.0f;
-    for (size_t i = 0; i < L * dim; i++) w[off++] = 1.0f + 0.2f * kt_randf(&s);
-    for (size_t i = 0; i < 3 * L * dim * hid; i++) w[off++] = 0.3f * kt_randf(&s) / sqrtf((float)dim) * 3.0f;
-    for (size_t i = 0; i < dim; i++) w[off++] = 1.0f + 0.2f * kt_randf(&s);
-    for (size_t i = 0; i < (size_t)c->seq * hs; i++) w[off++] = 0.0f; /* rope tables: unused */
+    for (size_t i = 0; i < mats; i++)
+        w[off++] = 0.3f * kt_randf(&s) / sqrtf((float)dim) * 3.0f;
+    for (size_t i = 0; i < L * dim; i++)
+        w[off++] = 1.0f + 0.2f * kt_randf(&s);
+    for (size_t i = 0; i < 3 * L * dim * hid; i++)
+        w[off++] = 0.3f * kt_randf(&s) / sqrtf((float)dim) * 3.0f;
+    for (size_t i = 0; i < dim; i++)
+        w[off++] = 1.0f + 0.2f * kt_randf(&s);
+    for (size_t i = 0; i < (size_t)c->seq * hs; i++)
+        w[off++] = 0.0f; /* rope tables: unused */
     if (!c->shared_classifier)
-        for (size_t i = 0; i < emb; i++) w[off++] = 0.3f * kt_randf(&s);
+        for (size_t i = 0; i < emb; i++)
+            w[off++] = 0.3f * kt_randf(&s);
     return b;
 }
 
@@ -64,14 +74,16 @@ uint8_t *kt_tokenizer_bytes(int vocab, size_t *len) {
     float *scores = calloc((size_t)vocab, sizeof *scores);
     int n = 0;
     const char *special[3] = {"<unk>", "\n<s>\n", "\n</s>\n"};
-    for (int i = 0; i < 3 && n < vocab; i++) pieces[n++] = strdup(special[i]);
+    for (int i = 0; i < 3 && n < vocab; i++)
+        pieces[n++] = strdup(special[i]);
     for (int b = 0; b < 256 && n < vocab; b++) {
         char p[8];
         snprintf(p, sizeof p, "<0x%02X>", b);
         pieces[n++] = strdup(p);
     }
-    const char *extra[] = {" ", "e", "t", "a", "o", "n", "h", "s", " t", "he", " the", "th", "an",
-                           " a", "in", " an", "nd", " and", "at", "en", "es", "on", "st", "Once", " Once"};
+    const char *extra[] = {" ",  "e",    "t",  "a",  "o",  "n",    "h",    "s",  " t",
+                           "he", " the", "th", "an", " a", "in",   " an",  "nd", " and",
+                           "at", "en",   "es", "on", "st", "Once", " Once"};
     for (size_t i = 0; i < sizeof extra / sizeof *extra && n < vocab; i++) {
         scores[n] = -(float)i;
         pieces[n++] = strdup(extra[i]);
@@ -83,7 +95,8 @@ uint8_t *kt_tokenizer_bytes(int vocab, size_t *len) {
         pieces[n++] = strdup(p);
     }
     size_t cap = 4;
-    for (int i = 0; i < vocab; i++) cap += 8 + strlen(pieces[i]);
+    for (int i = 0; i < vocab; i++)
+        cap += 8 + strlen(pieces[i]);
     uint8_t *b = malloc(cap), *p = b;
     int32_t maxlen = 0;
     for (int i = 0; i < vocab; i++)
@@ -135,7 +148,8 @@ kt_oracle *kt_oracle_load(const char *path) {
     o->data = malloc(len - 28);
     memcpy(o->data, file + 28, len - 28);
     free(file);
-    size_t dim = (size_t)o->dim, L = (size_t)o->layers, kvd = (size_t)(o->hs * o->kv_heads), hid = (size_t)o->hidden;
+    size_t dim = (size_t)o->dim, L = (size_t)o->layers, kvd = (size_t)(o->hs * o->kv_heads),
+           hid = (size_t)o->hidden;
     const float *p = o->data;
     o->emb = p, p += (size_t)o->vocab * dim;
     o->rms_att = p, p += L * dim;
@@ -169,9 +183,13 @@ void kt_oracle_reset(kt_oracle *o) {
     memset(o->vc, 0, n * sizeof(double));
 }
 
-int kt_oracle_vocab(const kt_oracle *o) { return o->vocab; }
+int kt_oracle_vocab(const kt_oracle *o) {
+    return o->vocab;
+}
 
-void kt_oracle_set_kv_f16(kt_oracle *o, int on) { o->kv_f16 = on; }
+void kt_oracle_set_kv_f16(kt_oracle *o, int on) {
+    o->kv_f16 = on;
+}
 
 /* x rounded to the nearest IEEE half (ties to even; no overflow at these
  * magnitudes), written independently of src/base/fp16.c. */
@@ -184,16 +202,19 @@ static double round_f16(double x) {
 
 static void rmsnorm_d(double *out, const double *x, const float *w, int n) {
     double ss = 0;
-    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    for (int i = 0; i < n; i++)
+        ss += x[i] * x[i];
     ss = 1.0 / sqrt(ss / n + 1e-5);
-    for (int i = 0; i < n; i++) out[i] = w[i] * x[i] * ss;
+    for (int i = 0; i < n; i++)
+        out[i] = w[i] * x[i] * ss;
 }
 
 /* out[rows] = W[rows, cols] x */
 static void matvec_d(double *out, const double *x, const float *w, int rows, int cols) {
     for (int r = 0; r < rows; r++) {
         double s = 0;
-        for (int c = 0; c < cols; c++) s += (double)w[(size_t)r * cols + c] * x[c];
+        for (int c = 0; c < cols; c++)
+            s += (double)w[(size_t)r * cols + c] * x[c];
         out[r] = s;
     }
 }
@@ -205,7 +226,8 @@ void kt_oracle_forward(kt_oracle *o, int token, int pos, float *logits) {
     double *v = calloc((size_t)kvd, sizeof(double)), *att = calloc((size_t)o->seq, sizeof(double));
     double *h1 = calloc((size_t)hid, sizeof(double)), *h3 = calloc((size_t)hid, sizeof(double));
     double *out = calloc((size_t)dim, sizeof(double));
-    for (int i = 0; i < dim; i++) x[i] = o->emb[(size_t)token * dim + i];
+    for (int i = 0; i < dim; i++)
+        x[i] = o->emb[(size_t)token * dim + i];
     for (int l = 0; l < o->layers; l++) {
         rmsnorm_d(xb, x, o->rms_att + (size_t)l * dim, dim);
         matvec_d(q, xb, o->wq + (size_t)l * dim * dim, dim, dim);
@@ -225,7 +247,8 @@ void kt_oracle_forward(kt_oracle *o, int token, int pos, float *logits) {
         }
         double *kc = o->kc + (size_t)l * o->seq * kvd, *vc = o->vc + (size_t)l * o->seq * kvd;
         if (o->kv_f16)
-            for (int i = 0; i < kvd; i++) k[i] = round_f16(k[i]), v[i] = round_f16(v[i]);
+            for (int i = 0; i < kvd; i++)
+                k[i] = round_f16(k[i]), v[i] = round_f16(v[i]);
         memcpy(kc + (size_t)pos * kvd, k, (size_t)kvd * sizeof(double));
         memcpy(vc + (size_t)pos * kvd, v, (size_t)kvd * sizeof(double));
         for (int h = 0; h < o->heads; h++) {
@@ -233,30 +256,37 @@ void kt_oracle_forward(kt_oracle *o, int token, int pos, float *logits) {
             double mx = -1e300, sum = 0;
             for (int t = 0; t <= pos; t++) {
                 double s = 0;
-                for (int i = 0; i < hs; i++) s += q[h * hs + i] * kc[(size_t)t * kvd + kvh * hs + i];
+                for (int i = 0; i < hs; i++)
+                    s += q[h * hs + i] * kc[(size_t)t * kvd + kvh * hs + i];
                 att[t] = s / sqrt((double)hs);
                 if (att[t] > mx) mx = att[t];
             }
-            for (int t = 0; t <= pos; t++) sum += (att[t] = exp(att[t] - mx));
+            for (int t = 0; t <= pos; t++)
+                sum += (att[t] = exp(att[t] - mx));
             for (int i = 0; i < hs; i++) {
                 double acc = 0;
-                for (int t = 0; t <= pos; t++) acc += att[t] / sum * vc[(size_t)t * kvd + kvh * hs + i];
+                for (int t = 0; t <= pos; t++)
+                    acc += att[t] / sum * vc[(size_t)t * kvd + kvh * hs + i];
                 xb[h * hs + i] = acc;
             }
         }
         matvec_d(out, xb, o->wo + (size_t)l * dim * dim, dim, dim);
-        for (int i = 0; i < dim; i++) x[i] += out[i];
+        for (int i = 0; i < dim; i++)
+            x[i] += out[i];
         rmsnorm_d(xb, x, o->rms_ffn + (size_t)l * dim, dim);
         matvec_d(h1, xb, o->w1 + (size_t)l * dim * hid, hid, dim);
         matvec_d(h3, xb, o->w3 + (size_t)l * dim * hid, hid, dim);
-        for (int i = 0; i < hid; i++) h1[i] = h1[i] / (1.0 + exp(-h1[i])) * h3[i];
+        for (int i = 0; i < hid; i++)
+            h1[i] = h1[i] / (1.0 + exp(-h1[i])) * h3[i];
         matvec_d(out, h1, o->w2 + (size_t)l * dim * hid, dim, hid);
-        for (int i = 0; i < dim; i++) x[i] += out[i];
+        for (int i = 0; i < dim; i++)
+            x[i] += out[i];
     }
     rmsnorm_d(xb, x, o->rms_final, dim);
     for (int r = 0; r < o->vocab; r++) {
         double s = 0;
-        for (int c = 0; c < dim; c++) s += (double)o->wcls[(size_t)r * dim + c] * xb[c];
+        for (int c = 0; c < dim; c++)
+            s += (double)o->wcls[(size_t)r * dim + c] * xb[c];
         logits[r] = (float)s;
     }
     free(x), free(xb), free(q), free(k), free(v), free(att), free(h1), free(h3), free(out);

@@ -93,7 +93,8 @@ void kt_gguf_strs(kt_gguf *g, const char *k, const char *const *v, int n) {
     kiln_wbuf b = {0};
     kiln_wbuf_u32(&b, 8);
     kiln_wbuf_u64(&b, (uint64_t)n);
-    for (int i = 0; i < n; i++) gstr(&b, v[i]);
+    for (int i = 0; i < n; i++)
+        gstr(&b, v[i]);
     put(g, k, 9, &b);
 }
 void kt_gguf_i32s(kt_gguf *g, const char *k, const int32_t *v, int n) {
@@ -156,7 +157,8 @@ uint8_t *kt_gguf_bytes(kt_gguf *g, size_t *len) {
         kt_gguf_tensor_t *t = &g->t[i];
         gstr(&b, t->name);
         kiln_wbuf_u32(&b, (uint32_t)t->ndim);
-        for (int d = 0; d < t->ndim; d++) kiln_wbuf_u64(&b, (uint64_t)t->ne[d]);
+        for (int d = 0; d < t->ndim; d++)
+            kiln_wbuf_u64(&b, (uint64_t)t->ne[d]);
         kiln_wbuf_u32(&b, t->type);
         kiln_wbuf_u64(&b, t->offset_override >= 0 ? (uint64_t)t->offset_override : off);
         off = (off + t->nbytes + 31) / 32 * 32;
@@ -183,7 +185,8 @@ int kt_gguf_write(kt_gguf *g, const char *path) {
 
 /* ---- a llama2.c fixture as GGUF ----------------------------------------------- */
 
-static void add_weight(kt_gguf *g, const char *name, const float *w, int64_t rows, int64_t cols, uint32_t type) {
+static void add_weight(kt_gguf *g, const char *name, const float *w, int64_t rows, int64_t cols,
+                       uint32_t type) {
     int64_t ne[2] = {cols, rows};
     if (cols == 0) { /* a vector: always f32, as converters write norms */
         int64_t n1[1] = {rows};
@@ -193,7 +196,8 @@ static void add_weight(kt_gguf *g, const char *name, const float *w, int64_t row
     kiln_dtype dt = type == 1 ? KILN_F16 : type == 8 ? KILN_Q8_0 : type == 2 ? KILN_Q4_0 : KILN_F32;
     size_t rb = kiln_dtype_row_bytes(dt, cols);
     uint8_t *buf = malloc(rb * (size_t)rows);
-    for (int64_t r = 0; r < rows; r++) kiln_quant_row(dt, w + r * cols, buf + (size_t)r * rb, cols);
+    for (int64_t r = 0; r < rows; r++)
+        kiln_quant_row(dt, w + r * cols, buf + (size_t)r * rb, cols);
     kt_gguf_tensor(g, name, type, 2, ne, buf, rb * (size_t)rows);
     free(buf);
 }
@@ -220,14 +224,15 @@ kt_gguf *kt_gguf_from_llama2c(const void *bytes, uint32_t type) {
     const float *emb = p;
     add_weight(g, "token_embd.weight", emb, V, dim, type);
     p += V * dim;
-    const float *rms_att = p, *wq = rms_att + L * dim, *wk = wq + L * dim * dim, *wv = wk + L * dim * kvd;
+    const float *rms_att = p, *wq = rms_att + L * dim, *wk = wq + L * dim * dim,
+                *wv = wk + L * dim * kvd;
     const float *wo = wv + L * dim * kvd, *rms_ffn = wo + L * dim * dim, *w1 = rms_ffn + L * dim;
     const float *w2 = w1 + L * dim * hid, *w3 = w2 + L * dim * hid, *fin = w3 + L * dim * hid;
     const float *wcls = fin + dim + seq * hs;
     char name[64];
     for (int64_t l = 0; l < L; l++) {
-#define W(fmt, ptr, rows, cols)                                                                   \
-    snprintf(name, sizeof name, fmt, (int)l);                                                     \
+#define W(fmt, ptr, rows, cols)                                                                    \
+    snprintf(name, sizeof name, fmt, (int)l);                                                      \
     add_weight(g, name, ptr, rows, cols, type)
         W("blk.%d.attn_norm.weight", rms_att + l * dim, dim, 0);
         W("blk.%d.attn_q.weight", wq + l * dim * dim, dim, dim);

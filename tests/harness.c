@@ -94,7 +94,9 @@ unsigned kt_rand(unsigned long long *s) {
     return (unsigned)(*s >> 33);
 }
 
-float kt_randf(unsigned long long *s) { return (float)kt_rand(s) / 2147483648.0f * 2.0f - 1.0f; }
+float kt_randf(unsigned long long *s) {
+    return (float)kt_rand(s) / 2147483648.0f * 2.0f - 1.0f;
+}
 
 int kt_run(const kt_test *tests, int n, int argc, char **argv) {
     int passed = 0, failed = 0, skipped = 0;
@@ -107,9 +109,12 @@ int kt_run(const kt_test *tests, int n, int argc, char **argv) {
         const char *verdict = kt_failed_here ? "FAIL" : kt_skipped_here ? "skip" : "ok";
         printf("%-4s %s\n", verdict, tests[i].name);
         fflush(stdout);
-        if (kt_failed_here) failed++;
-        else if (kt_skipped_here) skipped++;
-        else passed++;
+        if (kt_failed_here)
+            failed++;
+        else if (kt_skipped_here)
+            skipped++;
+        else
+            passed++;
     }
     printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;

@@ -26,75 +26,79 @@ extern const char *kt_current;
 #define TEST(name) void kt_##name(void)
 #define KT_ENTRY(name) {#name, kt_##name},
 
-#define KT_FAIL(...)                                                                             \
-    do {                                                                                         \
-        fprintf(stderr, "  %s:%d: ", __FILE__, __LINE__);                                        \
-        fprintf(stderr, __VA_ARGS__);                                                            \
-        fprintf(stderr, "\n");                                                                   \
-        kt_failed_here = 1;                                                                      \
-        return;                                                                                  \
+#define KT_FAIL(...)                                                                               \
+    do {                                                                                           \
+        fprintf(stderr, "  %s:%d: ", __FILE__, __LINE__);                                          \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fprintf(stderr, "\n");                                                                     \
+        kt_failed_here = 1;                                                                        \
+        return;                                                                                    \
     } while (0)
 
-#define ASSERT(c)                                                                                \
-    do {                                                                                         \
-        if (!(c)) KT_FAIL("assertion failed: %s", #c);                                           \
+#define ASSERT(c)                                                                                  \
+    do {                                                                                           \
+        if (!(c)) KT_FAIL("assertion failed: %s", #c);                                             \
     } while (0)
-#define ASSERT_MSG(c, ...)                                                                       \
-    do {                                                                                         \
-        if (!(c)) KT_FAIL(__VA_ARGS__);                                                          \
+#define ASSERT_MSG(c, ...)                                                                         \
+    do {                                                                                           \
+        if (!(c)) KT_FAIL(__VA_ARGS__);                                                            \
     } while (0)
-#define ASSERT_EQ_I(a, b)                                                                        \
-    do {                                                                                         \
-        long long a_ = (long long)(a), b_ = (long long)(b);                                      \
-        if (a_ != b_) KT_FAIL("%s == %s: %lld != %lld", #a, #b, a_, b_);                         \
+#define ASSERT_EQ_I(a, b)                                                                          \
+    do {                                                                                           \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                        \
+        if (a_ != b_) KT_FAIL("%s == %s: %lld != %lld", #a, #b, a_, b_);                           \
     } while (0)
-#define ASSERT_EQ_U(a, b)                                                                        \
-    do {                                                                                         \
-        unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b);           \
-        if (a_ != b_) KT_FAIL("%s == %s: 0x%llx != 0x%llx", #a, #b, a_, b_);                     \
+#define ASSERT_EQ_U(a, b)                                                                          \
+    do {                                                                                           \
+        unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b);             \
+        if (a_ != b_) KT_FAIL("%s == %s: 0x%llx != 0x%llx", #a, #b, a_, b_);                       \
     } while (0)
-#define ASSERT_NEAR(a, b, tol)                                                                   \
-    do {                                                                                         \
-        double a_ = (double)(a), b_ = (double)(b);                                               \
-        if (!(fabs(a_ - b_) <= (tol))) KT_FAIL("%s ~ %s: %.9g vs %.9g (tol %g)", #a, #b, a_, b_, (double)(tol)); \
+#define ASSERT_NEAR(a, b, tol)                                                                     \
+    do {                                                                                           \
+        double a_ = (double)(a), b_ = (double)(b);                                                 \
+        if (!(fabs(a_ - b_) <= (tol)))                                                             \
+            KT_FAIL("%s ~ %s: %.9g vs %.9g (tol %g)", #a, #b, a_, b_, (double)(tol));              \
     } while (0)
-#define ASSERT_STR_EQ(a, b)                                                                      \
-    do {                                                                                         \
-        const char *a_ = (a), *b_ = (b);                                                         \
-        if (!a_ || !b_ || strcmp(a_, b_)) KT_FAIL("%s == %s: \"%s\" != \"%s\"", #a, #b, a_ ? a_ : "(null)", b_ ? b_ : "(null)"); \
+#define ASSERT_STR_EQ(a, b)                                                                        \
+    do {                                                                                           \
+        const char *a_ = (a), *b_ = (b);                                                           \
+        if (!a_ || !b_ || strcmp(a_, b_))                                                          \
+            KT_FAIL("%s == %s: \"%s\" != \"%s\"", #a, #b, a_ ? a_ : "(null)", b_ ? b_ : "(null)"); \
     } while (0)
-#define ASSERT_CONTAINS(hay, needle)                                                             \
-    do {                                                                                         \
-        const char *h_ = (hay), *n_ = (needle);                                                  \
-        if (!h_ || !strstr(h_, n_)) KT_FAIL("\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", n_); \
+#define ASSERT_CONTAINS(hay, needle)                                                               \
+    do {                                                                                           \
+        const char *h_ = (hay), *n_ = (needle);                                                    \
+        if (!h_ || !strstr(h_, n_))                                                                \
+            KT_FAIL("\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", n_);                     \
     } while (0)
 /* A kiln call that must succeed: prints the library's message otherwise. */
-#define ASSERT_OK(call)                                                                          \
-    do {                                                                                         \
-        int st_ = (int)(call);                                                                   \
-        if (st_ != 0) KT_FAIL("%s failed (%d): %s", #call, st_, kiln_last_error());              \
+#define ASSERT_OK(call)                                                                            \
+    do {                                                                                           \
+        int st_ = (int)(call);                                                                     \
+        if (st_ != 0) KT_FAIL("%s failed (%d): %s", #call, st_, kiln_last_error());                \
     } while (0)
-#define SKIP(...)                                                                                \
-    do {                                                                                         \
-        fprintf(stderr, "  skipped: ");                                                          \
-        fprintf(stderr, __VA_ARGS__);                                                            \
-        fprintf(stderr, "\n");                                                                   \
-        kt_skipped_here = 1;                                                                     \
-        return;                                                                                  \
+#define SKIP(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "  skipped: ");                                                            \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fprintf(stderr, "\n");                                                                     \
+        kt_skipped_here = 1;                                                                       \
+        return;                                                                                    \
     } while (0)
 
 int kt_run(const kt_test *tests, int n, int argc, char **argv);
 
 /* TEST_MAIN(a, b, c): main() running the listed tests (up to 32). */
-#define TEST_MAIN(...)                                                                           \
-    int main(int argc, char **argv) {                                                            \
-        static const kt_test tests_[] = {KT_FOREACH(KT_ENTRY, __VA_ARGS__)};                     \
-        return kt_run(tests_, (int)(sizeof tests_ / sizeof *tests_), argc, argv);                \
+#define TEST_MAIN(...)                                                                             \
+    int main(int argc, char **argv) {                                                              \
+        static const kt_test tests_[] = {KT_FOREACH(KT_ENTRY, __VA_ARGS__)};                       \
+        return kt_run(tests_, (int)(sizeof tests_ / sizeof *tests_), argc, argv);                  \
     }
 
-#define KT_NARGS(...) KT_NARGS_(__VA_ARGS__, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, \
-                                18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
-#define KT_NARGS_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18,  \
+#define KT_NARGS(...)                                                                              \
+    KT_NARGS_(__VA_ARGS__, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, \
+              14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define KT_NARGS_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, \
                   _19, _20, _21, _22, _23, _24, _25, _26, _27, _28, _29, _30, _31, _32, N, ...)    \
     N
 #define KT_CAT(a, b) KT_CAT_(a, b)

@@ -11,18 +11,21 @@ TEST(crc32c_known_vectors) {
     ASSERT_EQ_U(kiln_crc32c(0, ones, 32), 0x62A8AB43u);
     /* Incremental equals one shot, at every split and alignment. */
     uint8_t buf[300];
-    for (int i = 0; i < 300; i++) buf[i] = (uint8_t)(i * 7 + 3);
+    for (int i = 0; i < 300; i++)
+        buf[i] = (uint8_t)(i * 7 + 3);
     uint32_t whole = kiln_crc32c(0, buf + 1, 299);
     for (int cut = 0; cut <= 299; cut += 13)
-        ASSERT_EQ_U(kiln_crc32c(kiln_crc32c(0, buf + 1, (size_t)cut), buf + 1 + cut, (size_t)(299 - cut)), whole);
+        ASSERT_EQ_U(
+            kiln_crc32c(kiln_crc32c(0, buf + 1, (size_t)cut), buf + 1 + cut, (size_t)(299 - cut)),
+            whole);
 }
 
 TEST(f16_conversions) {
     ASSERT_EQ_U(kiln_f32_to_f16(1.0f), 0x3C00);
     ASSERT_EQ_U(kiln_f32_to_f16(-2.0f), 0xC000);
     ASSERT_EQ_U(kiln_f32_to_f16(65504.0f), 0x7BFF);
-    ASSERT_EQ_U(kiln_f32_to_f16(65520.0f), 0x7C00); /* rounds to inf */
-    ASSERT_EQ_U(kiln_f32_to_f16(5.9604645e-8f), 0x0001); /* smallest subnormal */
+    ASSERT_EQ_U(kiln_f32_to_f16(65520.0f), 0x7C00);           /* rounds to inf */
+    ASSERT_EQ_U(kiln_f32_to_f16(5.9604645e-8f), 0x0001);      /* smallest subnormal */
     ASSERT_EQ_U(kiln_f32_to_f16(1.0f + 1.0f / 2048), 0x3C00); /* tie to even */
     ASSERT_EQ_U(kiln_f32_to_f16(1.0f + 3.0f / 2048), 0x3C02);
     ASSERT(kiln_f16_to_f32(0x7E00) != kiln_f16_to_f32(0x7E00)); /* nan */
@@ -30,8 +33,8 @@ TEST(f16_conversions) {
     for (uint32_t h = 0; h < 0x10000; h++) {
         if ((h & 0x7C00) == 0x7C00) continue;
         float f = kiln_f16_to_f32((uint16_t)h);
-        ASSERT_MSG(kiln_f32_to_f16(f) == h || (h == 0x8000 && f == 0), "half 0x%04x -> %g -> 0x%04x", h, f,
-                   kiln_f32_to_f16(f));
+        ASSERT_MSG(kiln_f32_to_f16(f) == h || (h == 0x8000 && f == 0),
+                   "half 0x%04x -> %g -> 0x%04x", h, f, kiln_f32_to_f16(f));
     }
     ASSERT_EQ_U(kiln_f32_to_bf16(1.0f), 0x3F80);
     ASSERT_NEAR(kiln_bf16_to_f32(kiln_f32_to_bf16(3.14159f)), 3.140625, 0);

@@ -19,7 +19,7 @@
 #include "harness.h"
 #include "quant/quant.h"
 
-static const kiln_dtype k_dtypes[] = {KILN_F32,  KILN_F16,  KILN_BF16, KILN_Q8_0,   KILN_Q4_0,
+static const kiln_dtype k_dtypes[] = {KILN_F32,  KILN_F16,  KILN_BF16, KILN_Q8_0,    KILN_Q4_0,
                                       KILN_Q4_1, KILN_Q4_K, KILN_Q6_K, KILN_Q4_0_X8, KILN_Q4_1_X8};
 #define N_DTYPES (int)(sizeof k_dtypes / sizeof *k_dtypes)
 
@@ -59,8 +59,10 @@ static int under_test(const kiln_cpu_kernels **out) {
         out[m++] = &kt_cpu_kernels_wide_emu;
         out[m++] = &kt_cpu_kernels_wide_vnni_emu;
         if (!printed++)
-            fprintf(stderr, "  also run: %s (VNNI algorithms, emulated VPDPBUSD), %s and %s (the AVX-512 "
-                    "tables' tilings)\n", kt_cpu_kernels_vnni_emu.name, kt_cpu_kernels_wide_emu.name,
+            fprintf(stderr,
+                    "  also run: %s (VNNI algorithms, emulated VPDPBUSD), %s and %s (the AVX-512 "
+                    "tables' tilings)\n",
+                    kt_cpu_kernels_vnni_emu.name, kt_cpu_kernels_wide_emu.name,
                     kt_cpu_kernels_wide_vnni_emu.name);
     }
 #endif

@@ -292,7 +292,8 @@ static const char *stories_program_on(int prefill, const char *backends) {
     if (!kt_shared_data()) return NULL;
     if (!done[k][0]) {
         char name[48];
-        snprintf(name, sizeof name, "stories_p%d_%s.kiln", prefill, backends ? backends : "default");
+        snprintf(name, sizeof name, "stories_p%d_%s.kiln", prefill,
+                 backends ? backends : "default");
         const char *out = kt_path(name);
         if (kt_compile(stories_file("stories260K.bin"), stories_file("tok512.bin"), out, prefill, 0,
                        backends)) {
@@ -304,7 +305,9 @@ static const char *stories_program_on(int prefill, const char *backends) {
     return done[k];
 }
 
-static const char *stories_program(int prefill) { return stories_program_on(prefill, NULL); }
+static const char *stories_program(int prefill) {
+    return stories_program_on(prefill, NULL);
+}
 
 /* ---- (a) stories260K acceptance --------------------------------------------------- */
 
@@ -712,16 +715,19 @@ static kiln_status all_logits(const char *path, const int32_t *toks, int n, floa
     const void *o;
     kiln_status st = kiln_program_open(path, &p);
     if (st) return st;
-    if (!(st = kiln_session_create(p, &s)) && !(st = kiln_program_find_method(p, "prefill", &pre)) &&
+    if (!(st = kiln_session_create(p, &s)) &&
+        !(st = kiln_program_find_method(p, "prefill", &pre)) &&
         !(st = kiln_program_find_method(p, "decode", &dec)) &&
         !(st = kiln_session_set_input(s, pre, 0, toks, KILN_I32, 1, &len)) &&
         !(st = kiln_session_set_input(s, pre, 1, &zero, KILN_I32, 1, &one)) &&
-        !(st = kiln_session_set_input(s, pre, 2, &all, KILN_I32, 1, &one)) && !(st = kiln_session_execute(s, pre)) &&
+        !(st = kiln_session_set_input(s, pre, 2, &all, KILN_I32, 1, &one)) &&
+        !(st = kiln_session_execute(s, pre)) &&
         !(st = kiln_session_get_output(s, pre, 0, &o, NULL, NULL, NULL)))
         memcpy(out, o, sizeof(float) * (size_t)len * (size_t)vocab);
     for (int32_t t = (int32_t)len; !st && t < n; t++)
         if (!(st = kiln_session_set_input(s, dec, 0, &toks[t], KILN_I32, 1, &one)) &&
-            !(st = kiln_session_set_input(s, dec, 1, &t, KILN_I32, 1, &one)) && !(st = kiln_session_execute(s, dec)) &&
+            !(st = kiln_session_set_input(s, dec, 1, &t, KILN_I32, 1, &one)) &&
+            !(st = kiln_session_execute(s, dec)) &&
             !(st = kiln_session_get_output(s, dec, 0, &o, NULL, NULL, NULL)))
             memcpy(out + (size_t)t * (size_t)vocab, o, sizeof(float) * (size_t)vocab);
     kiln_session_destroy(s);
@@ -735,7 +741,8 @@ TEST(stories260K_default_backend_close_to_ref) {
     ASSERT(pd && pr);
     enum { N = 24, V = 512 };
     int32_t toks[N];
-    for (int i = 0; i < N; i++) toks[i] = (int32_t)(1 + (i * 37) % (V - 1));
+    for (int i = 0; i < N; i++)
+        toks[i] = (int32_t)(1 + (i * 37) % (V - 1));
     float *a = malloc(sizeof(float) * N * V), *b = malloc(sizeof(float) * N * V);
     ASSERT_OK(all_logits(pd, toks, N, a, V));
     ASSERT_OK(all_logits(pr, toks, N, b, V));
@@ -748,7 +755,7 @@ TEST(stories260K_default_backend_close_to_ref) {
     ASSERT(worst <= 1e-3);
 }
 
-TEST_MAIN(json_reader, stories260K_matches_run_c, stories260K_default_backend_close_to_ref, stories260K_greedy_prefixes,
-          stories260K_prefill_chunk_size_does_not_matter,
+TEST_MAIN(json_reader, stories260K_matches_run_c, stories260K_default_backend_close_to_ref,
+          stories260K_greedy_prefixes, stories260K_prefill_chunk_size_does_not_matter,
           generate_rejects_bad_arguments_before_any_work,
           generate_fills_context_and_stops_on_request, sampling_is_seeded)

@@ -26,15 +26,17 @@ static int run_logits(const char *prog, float *out, int vocab) {
     int64_t n = 6, one = 1;
     const void *o;
     int rc = -1;
-    if (kiln_session_set_input(s, pre, 0, toks, KILN_I32, 1, &n) || kiln_session_set_input(s, pre, 1, &zero, KILN_I32, 1, &one) ||
-        kiln_session_set_input(s, pre, 2, &all, KILN_I32, 1, &one) || kiln_session_execute(s, pre) ||
-        kiln_session_get_output(s, pre, 0, &o, NULL, NULL, NULL))
+    if (kiln_session_set_input(s, pre, 0, toks, KILN_I32, 1, &n) ||
+        kiln_session_set_input(s, pre, 1, &zero, KILN_I32, 1, &one) ||
+        kiln_session_set_input(s, pre, 2, &all, KILN_I32, 1, &one) ||
+        kiln_session_execute(s, pre) || kiln_session_get_output(s, pre, 0, &o, NULL, NULL, NULL))
         goto done;
     memcpy(out, o, sizeof(float) * 6 * (size_t)vocab);
     for (int t = 6; t < 10; t++) {
         int32_t pos = t;
         if (kiln_session_set_input(s, dec, 0, &toks[t], KILN_I32, 1, &one) ||
-            kiln_session_set_input(s, dec, 1, &pos, KILN_I32, 1, &one) || kiln_session_execute(s, dec) ||
+            kiln_session_set_input(s, dec, 1, &pos, KILN_I32, 1, &one) ||
+            kiln_session_execute(s, dec) ||
             kiln_session_get_output(s, dec, 0, &o, NULL, NULL, NULL))
             goto done;
         memcpy(out + (size_t)t * vocab, o, sizeof(float) * (size_t)vocab);
@@ -77,28 +79,34 @@ TEST(f32_gguf_equals_llama2c_import) {
 /* On ref the error is the weights' format alone; the cpu backend also
  * quantizes activations to 8 bits for q8_0/q4_0 weights (its own bound). */
 TEST(quantized_gguf_close_to_oracle) {
-    static const struct { uint32_t type; const char *name; double tol, tol_cpu; } cases[] = {
-        {1, "f16", 2e-3, 2e-3}, {8, "q8_0", 2e-2, 4e-2}, {2, "q4_0", 2e-1, 2e-1}};
+    static const struct {
+        uint32_t type;
+        const char *name;
+        double tol, tol_cpu;
+    } cases[] = {{1, "f16", 2e-3, 2e-3}, {8, "q8_0", 2e-2, 4e-2}, {2, "q4_0", 2e-1, 2e-1}};
     size_t len;
     uint8_t *l2c = kt_llama2c_bytes(&CFG, &len);
     ASSERT(kt_write_file(kt_path("o.bin"), l2c, len) == 0);
     kt_oracle *o = kt_oracle_load(kt_path("o.bin"));
     float *want = malloc(sizeof(float) * 10 * 320), *got = malloc(sizeof(float) * 10 * 320);
     int32_t toks[10] = {5, 77, 300, 12, 9, 250, 31, 64, 100, 7};
-    for (int t = 0; t < 10; t++) kt_oracle_forward(o, toks[t], t, want + 320 * t);
+    for (int t = 0; t < 10; t++)
+        kt_oracle_forward(o, toks[t], t, want + 320 * t);
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         kt_gguf *g = kt_gguf_from_llama2c(l2c, cases[k].type);
         ASSERT(kt_gguf_write(g, kt_path("q.gguf")) == 0);
         kt_gguf_free(g);
         for (int cpu = 0; cpu <= 1; cpu++) {
-            ASSERT_OK(kt_compile(kt_path("q.gguf"), NULL, kt_path("q.kiln"), 16, 0, cpu ? "cpu" : "ref"));
+            ASSERT_OK(
+                kt_compile(kt_path("q.gguf"), NULL, kt_path("q.kiln"), 16, 0, cpu ? "cpu" : "ref"));
             ASSERT(run_logits(kt_path("q.kiln"), got, 320) == 0);
             double worst = 0, e, tol = cpu ? cases[k].tol_cpu : cases[k].tol;
             for (int t = 0; t < 10; t++)
                 if ((e = kt_rel_err(got + 320 * t, want + 320 * t, 320)) > worst) worst = e;
-            printf("  %s gguf on %s: worst relative error %.3g (bound %g)\n", cases[k].name, cpu ? "cpu" : "ref",
-                   worst, tol);
-            ASSERT_MSG(worst > 0 && worst <= tol, "%s on %s: %.3g", cases[k].name, cpu ? "cpu" : "ref", worst);
+            printf("  %s gguf on %s: worst relative error %.3g (bound %g)\n", cases[k].name,
+                   cpu ? "cpu" : "ref", worst, tol);
+            ASSERT_MSG(worst > 0 && worst <= tol, "%s on %s: %.3g", cases[k].name,
+                       cpu ? "cpu" : "ref", worst);
         }
     }
     kt_oracle_free(o);
@@ -110,25 +118,63 @@ TEST(quantized_gguf_close_to_oracle) {
 /* ---- damaged and unsupported files ------------------------------------------ */
 
 typedef void (*damage_fn)(kt_gguf *g);
-static void d_arch(kt_gguf *g) { kt_gguf_str(g, "general.architecture", "gpt2"); }
-static void d_no_arch(kt_gguf *g) { kt_gguf_drop_kv(g, "general.architecture"); }
-static void d_no_width(kt_gguf *g) { kt_gguf_drop_kv(g, "llama.embedding_length"); }
-static void d_width_str(kt_gguf *g) { kt_gguf_str(g, "llama.embedding_length", "sixty-four"); }
-static void d_heads_zero(kt_gguf *g) { kt_gguf_u32(g, "llama.attention.head_count", 0); }
-static void d_kv_heads(kt_gguf *g) { kt_gguf_u32(g, "llama.attention.head_count_kv", 3); }
-static void d_layers_more(kt_gguf *g) { kt_gguf_u32(g, "llama.block_count", 3); }
-static void d_eps_str(kt_gguf *g) { kt_gguf_str(g, "llama.attention.layer_norm_rms_epsilon", "x"); }
-static void d_align(kt_gguf *g) { kt_gguf_u32(g, "general.alignment", 24); }
-static void d_version1(kt_gguf *g) { g->version = 1; }
-static void d_version4(kt_gguf *g) { g->version = 4; }
-static void d_missing_tensor(kt_gguf *g) { kt_gguf_drop_tensor(g, "blk.1.attn_k.weight"); }
-static void d_missing_embd(kt_gguf *g) { kt_gguf_drop_tensor(g, "token_embd.weight"); }
-static void d_shape(kt_gguf *g) { kt_gguf_find_tensor(g, "blk.0.ffn_up.weight")->ne[1] = 95; }
-static void d_type(kt_gguf *g) { kt_gguf_find_tensor(g, "blk.0.attn_v.weight")->type = 6; /* Q5_0 */ }
-static void d_type_unknown(kt_gguf *g) { kt_gguf_find_tensor(g, "blk.0.attn_v.weight")->type = 99; }
-static void d_ndim(kt_gguf *g) { kt_gguf_find_tensor(g, "output_norm.weight")->ndim = 0; }
-static void d_offset_misaligned(kt_gguf *g) { kt_gguf_find_tensor(g, "blk.1.attn_q.weight")->offset_override = 3; }
-static void d_offset_past(kt_gguf *g) { kt_gguf_find_tensor(g, "blk.1.attn_q.weight")->offset_override = 1 << 30; }
+static void d_arch(kt_gguf *g) {
+    kt_gguf_str(g, "general.architecture", "gpt2");
+}
+static void d_no_arch(kt_gguf *g) {
+    kt_gguf_drop_kv(g, "general.architecture");
+}
+static void d_no_width(kt_gguf *g) {
+    kt_gguf_drop_kv(g, "llama.embedding_length");
+}
+static void d_width_str(kt_gguf *g) {
+    kt_gguf_str(g, "llama.embedding_length", "sixty-four");
+}
+static void d_heads_zero(kt_gguf *g) {
+    kt_gguf_u32(g, "llama.attention.head_count", 0);
+}
+static void d_kv_heads(kt_gguf *g) {
+    kt_gguf_u32(g, "llama.attention.head_count_kv", 3);
+}
+static void d_layers_more(kt_gguf *g) {
+    kt_gguf_u32(g, "llama.block_count", 3);
+}
+static void d_eps_str(kt_gguf *g) {
+    kt_gguf_str(g, "llama.attention.layer_norm_rms_epsilon", "x");
+}
+static void d_align(kt_gguf *g) {
+    kt_gguf_u32(g, "general.alignment", 24);
+}
+static void d_version1(kt_gguf *g) {
+    g->version = 1;
+}
+static void d_version4(kt_gguf *g) {
+    g->version = 4;
+}
+static void d_missing_tensor(kt_gguf *g) {
+    kt_gguf_drop_tensor(g, "blk.1.attn_k.weight");
+}
+static void d_missing_embd(kt_gguf *g) {
+    kt_gguf_drop_tensor(g, "token_embd.weight");
+}
+static void d_shape(kt_gguf *g) {
+    kt_gguf_find_tensor(g, "blk.0.ffn_up.weight")->ne[1] = 95;
+}
+static void d_type(kt_gguf *g) {
+    kt_gguf_find_tensor(g, "blk.0.attn_v.weight")->type = 6; /* Q5_0 */
+}
+static void d_type_unknown(kt_gguf *g) {
+    kt_gguf_find_tensor(g, "blk.0.attn_v.weight")->type = 99;
+}
+static void d_ndim(kt_gguf *g) {
+    kt_gguf_find_tensor(g, "output_norm.weight")->ndim = 0;
+}
+static void d_offset_misaligned(kt_gguf *g) {
+    kt_gguf_find_tensor(g, "blk.1.attn_q.weight")->offset_override = 3;
+}
+static void d_offset_past(kt_gguf *g) {
+    kt_gguf_find_tensor(g, "blk.1.attn_q.weight")->offset_override = 1 << 30;
+}
 static void d_dup(kt_gguf *g) {
     kt_gguf_tensor_t t = *kt_gguf_find_tensor(g, "blk.0.attn_q.weight"); /* adding may move it */
     uint8_t *copy = malloc(t.nbytes);
@@ -141,8 +187,12 @@ static void d_norm_f16(kt_gguf *g) {
     t->type = 1;
     t->nbytes /= 2;
 }
-static void d_dim_zero(kt_gguf *g) { kt_gguf_find_tensor(g, "blk.0.attn_q.weight")->ne[0] = 0; }
-static void d_key_type(kt_gguf *g) { kt_gguf_find_kv(g, "llama.block_count")->type = 77; }
+static void d_dim_zero(kt_gguf *g) {
+    kt_gguf_find_tensor(g, "blk.0.attn_q.weight")->ne[0] = 0;
+}
+static void d_key_type(kt_gguf *g) {
+    kt_gguf_find_kv(g, "llama.block_count")->type = 77;
+}
 static void d_nested(kt_gguf *g) {
     int32_t v[2] = {1, 2};
     kt_gguf_i32s(g, "general.tags", v, 2);
@@ -150,7 +200,10 @@ static void d_nested(kt_gguf *g) {
 }
 
 TEST(damaged_and_unsupported_ggufs) {
-    static const struct { damage_fn f; const char *expect; } cases[] = {
+    static const struct {
+        damage_fn f;
+        const char *expect;
+    } cases[] = {
         {d_arch, "architecture 'gpt2' is not one Kiln builds"},
         {d_no_arch, "metadata key 'general.architecture' is missing"},
         {d_no_width, "metadata key 'llama.embedding_length' is missing"},
@@ -168,7 +221,8 @@ TEST(damaged_and_unsupported_ggufs) {
         {d_type, "tensor 'blk.0.attn_v.weight' has type Q5_0, which Kiln does not read"},
         {d_type_unknown, "has type unknown"},
         {d_ndim, "tensor 'output_norm.weight' has 0 dims"},
-        {d_offset_misaligned, "tensor 'blk.1.attn_q.weight' offset 3 is not a multiple of the alignment 32"},
+        {d_offset_misaligned,
+         "tensor 'blk.1.attn_q.weight' offset 3 is not a multiple of the alignment 32"},
         {d_offset_past, "tensor 'blk.1.attn_q.weight': offset"},
         {d_dup, "tensor 'blk.0.attn_q.weight' appears twice"},
         {d_norm_f16, "tensor 'blk.0.ffn_norm.weight' is f16; Kiln needs norms and biases in f32"},

@@ -35,7 +35,8 @@ static void rm_dirs(void) {
             char p[1100];
             while ((e = readdir(d)))
                 if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-                    if (snprintf(p, sizeof p, "%s/%s", g_dirs[i], e->d_name) < (int)sizeof p) unlink(p);
+                    if (snprintf(p, sizeof p, "%s/%s", g_dirs[i], e->d_name) < (int)sizeof p)
+                        unlink(p);
                 }
             closedir(d);
         }
@@ -1000,7 +1001,8 @@ TEST(many_damaged_configs_and_safetensors) {
     char *st = kt_read_file(p, &slen);
     ASSERT(cfg && st);
     int n_cfg = 0, n_st = 0, bad = 0;
-    for (int k = 0; k < 40; k++) bad |= damaged_case(dir, "config.json", cfg, clen * (size_t)k / 40, &n_cfg);
+    for (int k = 0; k < 40; k++)
+        bad |= damaged_case(dir, "config.json", cfg, clen * (size_t)k / 40, &n_cfg);
     for (size_t i = 0, hits = 0; i < clen && hits < 15; i++)
         if (cfg[i] == ':' || cfg[i] == ',') {
             char *c = malloc(clen);
@@ -1013,7 +1015,8 @@ TEST(many_damaged_configs_and_safetensors) {
     snprintf(p, sizeof p, "%s/config.json", dir);
     ASSERT(kt_write_file(p, cfg, clen) == 0);
     ASSERT_OK(import_dir(dir)); /* the intact file imports */
-    for (int k = 0; k < 50; k++) bad |= damaged_case(dir, "model.safetensors", st, slen * (size_t)k / 50, &n_st);
+    for (int k = 0; k < 50; k++)
+        bad |= damaged_case(dir, "model.safetensors", st, slen * (size_t)k / 50, &n_st);
     uint64_t hlen;
     memcpy(&hlen, st, 8);
     static const uint64_t lens[3] = {0, 1, (uint64_t)1 << 62};
@@ -1042,8 +1045,9 @@ TEST(many_damaged_configs_and_safetensors) {
     ASSERT(n_cfg >= 50 && n_st >= 50);
 }
 
-TEST_MAIN(many_damaged_configs_and_safetensors, logits_match_transformers, a_changed_weight_is_detected, config_and_metadata,
-          chat_template_from_tokenizer_config, tokenizer_matches_transformers,
-          import_survives_allocation_failures, json_values, json_errors_name_offset_and_expectation,
-          json_typed_getters, json_large_object, config_errors_name_file_and_key,
-          safetensors_errors_name_file_and_tensor, sharded_index_errors)
+TEST_MAIN(many_damaged_configs_and_safetensors, logits_match_transformers,
+          a_changed_weight_is_detected, config_and_metadata, chat_template_from_tokenizer_config,
+          tokenizer_matches_transformers, import_survives_allocation_failures, json_values,
+          json_errors_name_offset_and_expectation, json_typed_getters, json_large_object,
+          config_errors_name_file_and_key, safetensors_errors_name_file_and_tensor,
+          sharded_index_errors)

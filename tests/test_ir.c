@@ -19,11 +19,15 @@ static int build(kiln_module *m) {
     kiln_graph *g = kiln_module_add_method(m, "run", 8);
     int64_t t[1] = {8};
     int tok = kiln_graph_input(g, "tokens", KILN_I32, 1, t, 1);
-    int x = kiln_graph_node(g, m, KILN_OP_GET_ROWS, "x", 2, (int32_t[]){kiln_graph_const(g, m, "emb"), tok}, NULL, NULL);
-    int y = kiln_graph_node(g, m, KILN_OP_MATMUL, "y", 2, (int32_t[]){x, kiln_graph_const(g, m, "w")}, NULL, NULL);
+    int x = kiln_graph_node(g, m, KILN_OP_GET_ROWS, "x", 2,
+                            (int32_t[]){kiln_graph_const(g, m, "emb"), tok}, NULL, NULL);
+    int y = kiln_graph_node(g, m, KILN_OP_MATMUL, "y", 2,
+                            (int32_t[]){x, kiln_graph_const(g, m, "w")}, NULL, NULL);
     float eps[4] = {1e-5f};
-    int z = kiln_graph_node(g, m, KILN_OP_RMS_NORM, "z", 2, (int32_t[]){y, kiln_graph_const(g, m, "n")}, NULL, eps);
-    int o = kiln_graph_node(g, m, KILN_OP_LOGITS, "out", 2, (int32_t[]){z, kiln_graph_const(g, m, "emb")}, NULL, NULL);
+    int z = kiln_graph_node(g, m, KILN_OP_RMS_NORM, "z", 2,
+                            (int32_t[]){y, kiln_graph_const(g, m, "n")}, NULL, eps);
+    int o = kiln_graph_node(g, m, KILN_OP_LOGITS, "out", 2,
+                            (int32_t[]){z, kiln_graph_const(g, m, "emb")}, NULL, NULL);
     if (tok < 0 || x < 0 || y < 0 || z < 0 || o < 0) return -1;
     int b;
     kiln_module_add_backend(m, "ref", &b);
@@ -60,8 +64,8 @@ TEST(valid_module_verifies_and_plans) {
     for (int i = 0; i < g->n_values; i++)
         if (kiln_value_in_arena(&g->values[i]))
             sum += kiln_shape_bytes(g->values[i].dtype, g->values[i].ndim, g->values[i].ne);
-    ASSERT_MSG(g->scratch_offset < sum, "arena %llu not below the sum %llu", (unsigned long long)g->scratch_offset,
-               (unsigned long long)sum);
+    ASSERT_MSG(g->scratch_offset < sum, "arena %llu not below the sum %llu",
+               (unsigned long long)g->scratch_offset, (unsigned long long)sum);
     kiln_module_free(&m);
 }
 
@@ -73,7 +77,8 @@ TEST(builder_rejects_bad_shapes) {
     kiln_graph *g = kiln_module_add_method(&m, "run", 4);
     int64_t x[2] = {4, 16};
     int in = kiln_graph_input(g, "x", KILN_F32, 2, x, 1);
-    int v = kiln_graph_node(g, &m, KILN_OP_MATMUL, "blk.0.attn_q", 2, (int32_t[]){in, kiln_graph_const(g, &m, "w")}, NULL, NULL);
+    int v = kiln_graph_node(g, &m, KILN_OP_MATMUL, "blk.0.attn_q", 2,
+                            (int32_t[]){in, kiln_graph_const(g, &m, "w")}, NULL, NULL);
     ASSERT_EQ_I(v, -1);
     ASSERT_CONTAINS(kiln_last_error(), "node 'blk.0.attn_q' (matmul)");
     ASSERT_CONTAINS(kiln_last_error(), "weight has 12 inputs per row but x has width 16");
@@ -89,18 +94,32 @@ TEST(builder_rejects_bad_shapes) {
 
 /* Each mutation breaks one rule; the verifier must say which. */
 typedef void (*mutate_fn)(kiln_module *m);
-static void m_undeclared_input(kiln_module *m) { m->methods[0].n_inputs = 0; }
+static void m_undeclared_input(kiln_module *m) {
+    m->methods[0].n_inputs = 0;
+}
 static void m_use_before_def(kiln_module *m) {
     kiln_node t = m->methods[0].nodes[1];
     m->methods[0].nodes[1] = m->methods[0].nodes[2];
     m->methods[0].nodes[2] = t;
 }
-static void m_bad_shape(kiln_module *m) { m->methods[0].values[find_value(&m->methods[0], "y")].ne[1] = 17; }
-static void m_bad_dtype(kiln_module *m) { m->methods[0].values[find_value(&m->methods[0], "z")].dtype = KILN_F16; }
-static void m_produced_twice(kiln_module *m) { m->methods[0].nodes[2].out = m->methods[0].nodes[1].out; }
-static void m_orphan(kiln_module *m) { m->methods[0].nodes[1].in[0] = m->methods[0].nodes[3].out; }
-static void m_const_no_data(kiln_module *m) { m->consts[1].data = NULL; }
-static void m_input_out_of_range(kiln_module *m) { m->methods[0].nodes[0].in[1] = 999; }
+static void m_bad_shape(kiln_module *m) {
+    m->methods[0].values[find_value(&m->methods[0], "y")].ne[1] = 17;
+}
+static void m_bad_dtype(kiln_module *m) {
+    m->methods[0].values[find_value(&m->methods[0], "z")].dtype = KILN_F16;
+}
+static void m_produced_twice(kiln_module *m) {
+    m->methods[0].nodes[2].out = m->methods[0].nodes[1].out;
+}
+static void m_orphan(kiln_module *m) {
+    m->methods[0].nodes[1].in[0] = m->methods[0].nodes[3].out;
+}
+static void m_const_no_data(kiln_module *m) {
+    m->consts[1].data = NULL;
+}
+static void m_input_out_of_range(kiln_module *m) {
+    m->methods[0].nodes[0].in[1] = 999;
+}
 static void m_const_as_input(kiln_module *m) {
     /* A graph input taken for a constant: its kind says const, its ref is bogus. */
     kiln_value *v = &m->methods[0].values[find_value(&m->methods[0], "tokens")];
@@ -108,9 +127,15 @@ static void m_const_as_input(kiln_module *m) {
     v->ref = 7;
     v->dyn_mask = 0;
 }
-static void m_bad_op(kiln_module *m) { m->methods[0].nodes[2].op = 99; }
-static void m_bad_attr(kiln_module *m) { m->methods[0].nodes[0].n_in = 3; }
-static void m_no_outputs(kiln_module *m) { m->methods[0].n_outputs = 0; }
+static void m_bad_op(kiln_module *m) {
+    m->methods[0].nodes[2].op = 99;
+}
+static void m_bad_attr(kiln_module *m) {
+    m->methods[0].nodes[0].n_in = 3;
+}
+static void m_no_outputs(kiln_module *m) {
+    m->methods[0].n_outputs = 0;
+}
 
 TEST(verifier_names_each_broken_rule) {
     static const struct {
@@ -119,7 +144,8 @@ TEST(verifier_names_each_broken_rule) {
     } cases[] = {
         {m_undeclared_input, "tensor 'tokens' is used as a graph input but not declared as one"},
         {m_use_before_def, "node 'z' uses tensor 'y' before any node produces it"},
-        {m_bad_shape, "node 'y' (matmul) declares output f32 [8, 17] but its inputs give f32 [8, 16]"},
+        {m_bad_shape,
+         "node 'y' (matmul) declares output f32 [8, 17] but its inputs give f32 [8, 16]"},
         {m_bad_dtype, "node 'z' (rms_norm) declares output f16"},
         {m_produced_twice, "tensor 'y' is produced twice"},
         {m_orphan, "uses tensor 'out' before any node produces it"},
@@ -168,7 +194,8 @@ TEST(runtime_shape_rules_use_data) {
     n.op = KILN_OP_LOGITS;
     n.n_in = 3;
     int32_t flag = 0;
-    kiln_tensor x = {KILN_F32, 2, {5, 16}, NULL}, w = {KILN_F32, 2, {50, 16}, NULL}, f = {KILN_I32, 1, {1}, &flag}, out;
+    kiln_tensor x = {KILN_F32, 2, {5, 16}, NULL}, w = {KILN_F32, 2, {50, 16}, NULL},
+                f = {KILN_I32, 1, {1}, &flag}, out;
     const kiln_tensor *in[3] = {&x, &w, &f};
     char err[200];
     ASSERT_EQ_I(kiln_op_get(KILN_OP_LOGITS)->shape(&n, in, &out, err, sizeof err), 0);
@@ -180,4 +207,5 @@ TEST(runtime_shape_rules_use_data) {
 }
 
 TEST_MAIN(op_table_is_complete, valid_module_verifies_and_plans, builder_rejects_bad_shapes,
-          verifier_names_each_broken_rule, verifier_checks_the_memory_plan, runtime_shape_rules_use_data)
+          verifier_names_each_broken_rule, verifier_checks_the_memory_plan,
+          runtime_shape_rules_use_data)

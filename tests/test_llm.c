@@ -33,7 +33,8 @@ static const char *checkpoint(void) {
 static const char *program(void) {
     static int done;
     const char *path = kt_path("llm.kiln");
-    if (!done && checkpoint() && kt_compile(checkpoint(), NULL, path, PREFILL, CTX, NULL) == 0) done = 1;
+    if (!done && checkpoint() && kt_compile(checkpoint(), NULL, path, PREFILL, CTX, NULL) == 0)
+        done = 1;
     return done ? path : NULL;
 }
 
@@ -93,8 +94,12 @@ static void rename_decode(kiln_module *m) {
     kiln_free(g->name);
     g->name = kiln_strdup("step");
 }
-static void wrong_vocab(kiln_module *m) { kiln_meta_set_int(m, "llm.vocab_size", VOCAB + 1); }
-static void no_context(kiln_module *m) { kiln_meta_set_int(m, "llm.context_length", 0); }
+static void wrong_vocab(kiln_module *m) {
+    kiln_meta_set_int(m, "llm.vocab_size", VOCAB + 1);
+}
+static void no_context(kiln_module *m) {
+    kiln_meta_set_int(m, "llm.context_length", 0);
+}
 
 TEST(hand_built_program_binds) {
     ASSERT(checkpoint());
@@ -136,8 +141,10 @@ TEST(limits_roles_and_end_ids) {
         kiln_llm_input which;
         int decode;
         const char *name;
-    } roles[] = {{KILN_LLM_PREFILL_TOKENS, 0, "tokens"}, {KILN_LLM_PREFILL_POS, 0, "pos"},
-                 {KILN_LLM_PREFILL_ALL_LOGITS, 0, "all_logits"}, {KILN_LLM_DECODE_TOKENS, 1, "tokens"},
+    } roles[] = {{KILN_LLM_PREFILL_TOKENS, 0, "tokens"},
+                 {KILN_LLM_PREFILL_POS, 0, "pos"},
+                 {KILN_LLM_PREFILL_ALL_LOGITS, 0, "all_logits"},
+                 {KILN_LLM_DECODE_TOKENS, 1, "tokens"},
                  {KILN_LLM_DECODE_POS, 1, "pos"}};
     for (size_t i = 0; i < sizeof roles / sizeof *roles; i++) {
         int m = roles[i].decode ? kiln_llm_decode_method(lm) : kiln_llm_prefill_method(lm);
@@ -193,7 +200,8 @@ TEST(prefill_in_any_chunks_and_decode_agree) {
         ASSERT_OK(kiln_session_reset(s));
         b.calls = 0;
         ASSERT_OK(kiln_llm_prefill_rows(s, lm, ids, 31, 0, chunks[c], keep, &b));
-        ASSERT_MSG(!memcmp(whole, part, sizeof(float) * 31 * VOCAB), "chunks of %d differ", chunks[c]);
+        ASSERT_MSG(!memcmp(whole, part, sizeof(float) * 31 * VOCAB), "chunks of %d differ",
+                   chunks[c]);
     }
     /* the last row, through the plain prefill, in two calls at a start */
     const float *last;
@@ -256,10 +264,12 @@ TEST(non_llm_program_is_refused) {
     int64_t xs[2] = {4, 16};
     int b, x, y;
     kiln_graph *g;
-    ASSERT(kiln_module_add_backend(&m, "ref", &b) == 0 && (g = kiln_module_add_method(&m, "run", 4)) &&
+    ASSERT(kiln_module_add_backend(&m, "ref", &b) == 0 &&
+           (g = kiln_module_add_method(&m, "run", 4)) &&
            (x = kiln_graph_input(g, "x", KILN_F32, 2, xs, 1)) >= 0 &&
            (y = kiln_graph_node(g, &m, KILN_OP_SILU, "y", 1, (int32_t[]){x}, NULL, NULL)) >= 0 &&
-           !kiln_graph_output(g, y) && !kiln_graph_plan(g, &m) && !kiln_program_write(&m, path, NULL, NULL));
+           !kiln_graph_output(g, y) && !kiln_graph_plan(g, &m) &&
+           !kiln_program_write(&m, path, NULL, NULL));
     kiln_module_free(&m);
     kiln_program *p;
     kiln_llm *lm = (kiln_llm *)&m; /* set to NULL on failure */
@@ -271,6 +281,7 @@ TEST(non_llm_program_is_refused) {
     kiln_llm_free(NULL);
 }
 
-TEST_MAIN(hand_built_program_binds, unknown_input_is_refused_by_name, missing_method_vocabulary_or_context_is_named,
-          limits_roles_and_end_ids, prefill_in_any_chunks_and_decode_agree, bad_arguments_are_errors_before_any_work,
+TEST_MAIN(hand_built_program_binds, unknown_input_is_refused_by_name,
+          missing_method_vocabulary_or_context_is_named, limits_roles_and_end_ids,
+          prefill_in_any_chunks_and_decode_agree, bad_arguments_are_errors_before_any_work,
           non_llm_program_is_refused)

@@ -20,7 +20,8 @@ static const kt_l2c_config CONFIGS[] = {
 
 /* Prefill `n` tokens in one call with all-position logits, then decode
  * `extra` more, comparing every logit vector with the oracle. */
-static int check_config(const kt_l2c_config *c, int n, int extra, const char *backends, double *worst) {
+static int check_config(const kt_l2c_config *c, int n, int extra, const char *backends,
+                        double *worst) {
     char name[64];
     snprintf(name, sizeof name, "m%llu.bin", c->seed);
     const char *bin = kt_path(name);
@@ -41,7 +42,8 @@ static int check_config(const kt_l2c_config *c, int n, int extra, const char *ba
     float *want = malloc(sizeof(float) * (size_t)V);
     unsigned long long rs = c->seed * 7 + 1;
     int32_t toks[64];
-    for (int i = 0; i < n + extra; i++) toks[i] = (int32_t)(kt_rand(&rs) % (unsigned)V);
+    for (int i = 0; i < n + extra; i++)
+        toks[i] = (int32_t)(kt_rand(&rs) % (unsigned)V);
     int pre, dec;
     kiln_program_find_method(p, "prefill", &pre);
     kiln_program_find_method(p, "decode", &dec);
@@ -59,7 +61,8 @@ static int check_config(const kt_l2c_config *c, int n, int extra, const char *ba
     int64_t shape[4];
     kiln_session_get_output(s, pre, 0, &out, NULL, NULL, shape);
     if (shape[0] != n || shape[1] != V) {
-        fprintf(stderr, "  prefill output shape [%lld, %lld]\n", (long long)shape[0], (long long)shape[1]);
+        fprintf(stderr, "  prefill output shape [%lld, %lld]\n", (long long)shape[0],
+                (long long)shape[1]);
         rc = -1;
         goto done;
     }
@@ -96,8 +99,10 @@ TEST(logits_match_oracle_every_position) {
             double worst = 0, tol = cpu ? TOL_CPU : TOL;
             ASSERT_MSG(check_config(&CONFIGS[i], 13, 20, cpu ? "cpu" : "ref", &worst) == 0,
                        "config %zu failed to run", i);
-            printf("  config %zu on %s: worst relative error %.3g\n", i, cpu ? "cpu" : "ref", worst);
-            ASSERT_MSG(worst <= tol, "config %zu on %s: relative error %.3g > %g", i, cpu ? "cpu" : "ref", worst, tol);
+            printf("  config %zu on %s: worst relative error %.3g\n", i, cpu ? "cpu" : "ref",
+                   worst);
+            ASSERT_MSG(worst <= tol, "config %zu on %s: relative error %.3g > %g", i,
+                       cpu ? "cpu" : "ref", worst, tol);
         }
 }
 
@@ -161,7 +166,8 @@ TEST(chunked_prefill_equals_single_call) {
     int pre;
     ASSERT_OK(kiln_program_find_method(p, "prefill", &pre));
     int32_t toks[30], zero = 0;
-    for (int i = 0; i < 30; i++) toks[i] = (i * 37 + 5) % c.vocab;
+    for (int i = 0; i < 30; i++)
+        toks[i] = (i * 37 + 5) % c.vocab;
     int64_t one = 1, n = 30;
     ASSERT_OK(kiln_session_set_input(a, pre, 0, toks, KILN_I32, 1, &n));
     ASSERT_OK(kiln_session_set_input(a, pre, 1, &zero, KILN_I32, 1, &one));
@@ -195,11 +201,14 @@ TEST(quantized_weights_stay_close) {
     ASSERT(kt_write_llama2c(kt_path("q.bin"), &c) == 0);
     /* On ref the error is the format's alone; the cpu backend also quantizes
      * activations to 8 bits for q8_0/q4_0 weights. */
-    static const struct { const char *fmt; double tol, tol_cpu; } cases[] = {
-        {"f16", 2e-3, 2e-3}, {"q8_0", 2e-2, 4e-2}, {"q4_0", 2e-1, 2e-1}};
+    static const struct {
+        const char *fmt;
+        double tol, tol_cpu;
+    } cases[] = {{"f16", 2e-3, 2e-3}, {"q8_0", 2e-2, 4e-2}, {"q4_0", 2e-1, 2e-1}};
     kt_oracle *o = kt_oracle_load(kt_path("q.bin"));
     float *want = malloc(sizeof(float) * 320 * 8);
-    for (int t = 0; t < 8; t++) kt_oracle_forward(o, 3 + 17 * t, t, want + 320 * t);
+    for (int t = 0; t < 8; t++)
+        kt_oracle_forward(o, 3 + 17 * t, t, want + 320 * t);
     for (size_t k = 0; k < 2 * sizeof cases / sizeof *cases; k++) {
         int cpu = k & 1;
         double tol = cpu ? cases[k / 2].tol_cpu : cases[k / 2].tol;
@@ -217,7 +226,8 @@ TEST(quantized_weights_stay_close) {
         int pre;
         ASSERT_OK(kiln_program_find_method(p, "prefill", &pre));
         int32_t toks[8], zero = 0, all = 1;
-        for (int t = 0; t < 8; t++) toks[t] = 3 + 17 * t;
+        for (int t = 0; t < 8; t++)
+            toks[t] = 3 + 17 * t;
         int64_t n = 8, one = 1;
         ASSERT_OK(kiln_session_set_input(s, pre, 0, toks, KILN_I32, 1, &n));
         ASSERT_OK(kiln_session_set_input(s, pre, 1, &zero, KILN_I32, 1, &one));
@@ -227,9 +237,12 @@ TEST(quantized_weights_stay_close) {
         ASSERT_OK(kiln_session_get_output(s, pre, 0, &out, NULL, NULL, NULL));
         double worst = 0, err;
         for (int t = 0; t < 8; t++)
-            if ((err = kt_rel_err((const float *)out + 320 * t, want + 320 * t, 320)) > worst) worst = err;
-        printf("  --quant %s on %s: worst relative error %.3g (bound %g)\n", cases[k / 2].fmt, opt.backends, worst, tol);
-        ASSERT_MSG(worst <= tol && worst > 0, "--quant %s on %s: error %.3g", cases[k / 2].fmt, opt.backends, worst);
+            if ((err = kt_rel_err((const float *)out + 320 * t, want + 320 * t, 320)) > worst)
+                worst = err;
+        printf("  --quant %s on %s: worst relative error %.3g (bound %g)\n", cases[k / 2].fmt,
+               opt.backends, worst, tol);
+        ASSERT_MSG(worst <= tol && worst > 0, "--quant %s on %s: error %.3g", cases[k / 2].fmt,
+                   opt.backends, worst);
         kiln_session_destroy(s);
         kiln_program_close(p);
     }
@@ -237,5 +250,5 @@ TEST(quantized_weights_stay_close) {
     kt_oracle_free(o);
 }
 
-TEST_MAIN(logits_match_oracle_every_position, quantized_weights_stay_close, oracle_detects_a_changed_weight,
-          chunked_prefill_equals_single_call)
+TEST_MAIN(logits_match_oracle_every_position, quantized_weights_stay_close,
+          oracle_detects_a_changed_weight, chunked_prefill_equals_single_call)

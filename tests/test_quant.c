@@ -13,16 +13,19 @@ static void put_f16(uint8_t *p, float f) {
 TEST(q8_0_hand_vector) {
     uint8_t b[34];
     put_f16(b, 0.5f);
-    for (int j = 0; j < 32; j++) b[2 + j] = (uint8_t)(int8_t)(j - 16); /* -16..15 */
+    for (int j = 0; j < 32; j++)
+        b[2 + j] = (uint8_t)(int8_t)(j - 16); /* -16..15 */
     float y[32];
     ASSERT_OK(kiln_dequant_row(KILN_Q8_0, b, y, 32));
-    for (int j = 0; j < 32; j++) ASSERT_NEAR(y[j], 0.5 * (j - 16), 0);
+    for (int j = 0; j < 32; j++)
+        ASSERT_NEAR(y[j], 0.5 * (j - 16), 0);
 }
 
 TEST(q4_0_hand_vector) {
     uint8_t b[18];
     put_f16(b, 2.0f);
-    for (int j = 0; j < 16; j++) b[2 + j] = (uint8_t)(j | ((15 - j) << 4));
+    for (int j = 0; j < 16; j++)
+        b[2 + j] = (uint8_t)(j | ((15 - j) << 4));
     float y[32];
     ASSERT_OK(kiln_dequant_row(KILN_Q4_0, b, y, 32));
     /* low nibble j -> value j, high nibble 15-j -> value j+16 */
@@ -36,7 +39,8 @@ TEST(q4_1_hand_vector) {
     uint8_t b[20];
     put_f16(b, 0.25f);
     put_f16(b + 2, -1.0f);
-    for (int j = 0; j < 16; j++) b[4 + j] = (uint8_t)((j & 15) | (3 << 4));
+    for (int j = 0; j < 16; j++)
+        b[4 + j] = (uint8_t)((j & 15) | (3 << 4));
     float y[32];
     ASSERT_OK(kiln_dequant_row(KILN_Q4_1, b, y, 32));
     for (int j = 0; j < 16; j++) {
@@ -65,7 +69,8 @@ TEST(q4_K_hand_vector) {
         s[j - 4] |= (uint8_t)((sc[j] >> 4) << 6);
         s[j] |= (uint8_t)((mn[j] >> 4) << 6);
     }
-    for (int i = 0; i < 128; i++) q[i] = (uint8_t)((i % 16) | (((i + 5) % 16) << 4));
+    for (int i = 0; i < 128; i++)
+        q[i] = (uint8_t)((i % 16) | (((i + 5) % 16) << 4));
     float y[256];
     ASSERT_OK(kiln_dequant_row(KILN_Q4_K, b, y, 256));
     /* Values 64c..64c+31 use sub-block 2c and the low nibbles of q[32c..];
@@ -84,13 +89,15 @@ TEST(q6_K_hand_vector) {
     uint8_t *ql = b, *qh = b + 128;
     int8_t *sc = (int8_t *)(b + 192);
     put_f16(b + 208, 0.125f);
-    for (int i = 0; i < 16; i++) sc[i] = (int8_t)(i - 8);
+    for (int i = 0; i < 16; i++)
+        sc[i] = (int8_t)(i - 8);
     /* Choose every 6-bit value v(i) = (i * 7) % 64 for i in 0..255 and pack
      * it by the layout: in half h (128 values), value l + 32k (k=0..3, l<32):
      * low 4 bits: k=0 ql[l] lo, k=1 ql[l+32] lo, k=2 ql[l] hi, k=3 ql[l+32] hi;
      * high 2 bits: qh[l] bits 2k..2k+1. */
     int v[256];
-    for (int i = 0; i < 256; i++) v[i] = (i * 7) % 64;
+    for (int i = 0; i < 256; i++)
+        v[i] = (i * 7) % 64;
     for (int h = 0; h < 2; h++)
         for (int l = 0; l < 32; l++)
             for (int k = 0; k < 4; k++) {
@@ -109,29 +116,36 @@ TEST(quantize_round_trips) {
     unsigned long long s = 3;
     float x[256], y[256];
     uint8_t buf[1024];
-    for (int i = 0; i < 256; i++) x[i] = kt_randf(&s) * 3.0f;
+    for (int i = 0; i < 256; i++)
+        x[i] = kt_randf(&s) * 3.0f;
     x[5] = 0; /* and a block of zeros */
     static const struct {
         kiln_dtype t;
         /* bound on |err| / block max: half a step, except q4_0, whose
          * step is max/8 and whose top code (7) clips the far side by a step */
         double rel;
-    } cases[] = {{KILN_F16, 1e-3}, {KILN_BF16, 8e-3}, {KILN_Q8_0, 1.0 / 254 + 1e-3}, {KILN_Q4_0, 1.0 / 8 + 1e-3}};
+    } cases[] = {{KILN_F16, 1e-3},
+                 {KILN_BF16, 8e-3},
+                 {KILN_Q8_0, 1.0 / 254 + 1e-3},
+                 {KILN_Q4_0, 1.0 / 8 + 1e-3}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         ASSERT_OK(kiln_quant_row(cases[c].t, x, buf, 256));
         ASSERT_OK(kiln_dequant_row(cases[c].t, buf, y, 256));
         for (int b = 0; b < 8; b++) {
             double amax = 0;
-            for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(x[32 * b + j]));
+            for (int j = 0; j < 32; j++)
+                amax = fmax(amax, fabs(x[32 * b + j]));
             for (int j = 0; j < 32; j++)
                 ASSERT_MSG(fabs(y[32 * b + j] - x[32 * b + j]) <= cases[c].rel * amax,
-                           "%s: value %d: %g -> %g", kiln_dtype_name(cases[c].t), 32 * b + j, x[32 * b + j], y[32 * b + j]);
+                           "%s: value %d: %g -> %g", kiln_dtype_name(cases[c].t), 32 * b + j,
+                           x[32 * b + j], y[32 * b + j]);
         }
     }
     float zeros[32] = {0};
     ASSERT_OK(kiln_quant_row(KILN_Q4_0, zeros, buf, 32));
     ASSERT_OK(kiln_dequant_row(KILN_Q4_0, buf, y, 32));
-    for (int j = 0; j < 32; j++) ASSERT_NEAR(y[j], 0, 0);
+    for (int j = 0; j < 32; j++)
+        ASSERT_NEAR(y[j], 0, 0);
     ASSERT_EQ_I(kiln_quant_row(KILN_Q6_K, x, buf, 256), KILN_ERR_UNSUPPORTED);
     ASSERT_CONTAINS(kiln_last_error(), "cannot quantize to q6_K");
 }
@@ -145,7 +159,8 @@ TEST(q4_0x8_packs_losslessly) {
     float x[K], a[K], b[K];
     unsigned long long s = 11;
     for (int r = 0; r < N; r++) {
-        for (int i = 0; i < K; i++) x[i] = kt_randf(&s) * (float)(1 + r);
+        for (int i = 0; i < K; i++)
+            x[i] = kt_randf(&s) * (float)(1 + r);
         ASSERT_OK(kiln_quant_row(KILN_Q4_0, x, plain + r * WS, K));
     }
     ASSERT_OK(kiln_pack_rows(KILN_Q4_0_X8, plain, WS, N, K, packed, WS));
@@ -156,9 +171,11 @@ TEST(q4_0x8_packs_losslessly) {
         ASSERT_OK(kiln_weight_dequant(KILN_Q4_0_X8, packed, WS, r, 32, 64, b));
         ASSERT_MSG(memcmp(a + 32, b, 64 * sizeof(float)) == 0, "row %d from block 1 differs", r);
         ASSERT_OK(kiln_weight_dequant(KILN_Q4_0, plain, WS, r, 64, 32, b)); /* plain dtypes too */
-        ASSERT_MSG(memcmp(a + 64, b, 32 * sizeof(float)) == 0, "plain row %d from block 2 differs", r);
+        ASSERT_MSG(memcmp(a + 64, b, 32 * sizeof(float)) == 0, "plain row %d from block 2 differs",
+                   r);
     }
-    /* group 1, block 2, row j = 3: scale at 2j, byte 4m+e of the row's block at 16 + 32m + 4j + e */
+    /* group 1, block 2, row j = 3: scale at 2j, byte 4m+e of the row's block at 16 + 32m + 4j + e
+     */
     const uint8_t *blk = packed + 8 * WS + 2 * 144, *row = plain + 11 * WS + 2 * 18;
     ASSERT(memcmp(blk + 6, row, 2) == 0);
     for (int m = 0; m < 4; m++)
@@ -166,7 +183,8 @@ TEST(q4_0x8_packs_losslessly) {
     /* q4_1x8: random q4_1 bytes (no writer) with finite scales and minimums */
     enum { RB1 = K / 32 * 20, WS1 = RB1 + 2 };
     static uint8_t plain1[N * WS1], packed1[N * WS1];
-    for (int i = 0; i < N * WS1; i++) plain1[i] = (uint8_t)kt_rand(&s);
+    for (int i = 0; i < N * WS1; i++)
+        plain1[i] = (uint8_t)kt_rand(&s);
     for (int r = 0; r < N; r++)
         for (int bk = 0; bk < K / 32; bk++) {
             put_f16(plain1 + r * WS1 + 20 * bk, kt_randf(&s));

@@ -13,8 +13,8 @@ static kiln_sampler_params plain(float temp) {
 }
 
 /* Draws `n` tokens; counts[id] receives how often each came. */
-static void draw(const kiln_sampler_params *p, const float *logits, int vocab, const int32_t *recent,
-                 int n_recent, uint64_t seed, int n, int *counts) {
+static void draw(const kiln_sampler_params *p, const float *logits, int vocab,
+                 const int32_t *recent, int n_recent, uint64_t seed, int n, int *counts) {
     kiln_sampler s;
     if (kiln_sampler_init(&s, p, vocab, seed)) return;
     memset(counts, 0, sizeof *counts * (size_t)vocab);

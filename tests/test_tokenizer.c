@@ -564,4 +564,5 @@ TEST(load_counts_the_records) {
 
 TEST_MAIN(bos_and_dummy_prefix, byte_fallback, merges_best_score_first, merges_leftmost_on_ties,
           decode_rules, encode_reports_room_needed, round_trip_synthetic,
-          program_tokenizer_matches_file, tok512_prompt_counts_and_round_trips, load_counts_the_records)
+          program_tokenizer_matches_file, tok512_prompt_counts_and_round_trips,
+          load_counts_the_records)

@@ -21,7 +21,8 @@ static const char *program(const char *backends, const char *name) {
     static int n;
     char *out = paths[n++ & 3];
     snprintf(out, 600, "%s", kt_path(name));
-    if (kt_write_llama2c(kt_path("m.bin"), &MODEL) || kt_compile(kt_path("m.bin"), NULL, out, 8, CTX, backends))
+    if (kt_write_llama2c(kt_path("m.bin"), &MODEL) ||
+        kt_compile(kt_path("m.bin"), NULL, out, 8, CTX, backends))
         return NULL;
     return out;
 }
@@ -102,7 +103,8 @@ static int read_lines(const char *path, lines *L) {
 }
 
 static void free_lines(lines *L) {
-    for (int i = 0; i < L->n; i++) kiln_json_free(&L->doc[i]);
+    for (int i = 0; i < L->n; i++)
+        kiln_json_free(&L->doc[i]);
 }
 
 static int64_t num(const kiln_json *o, const char *k) {
@@ -135,7 +137,8 @@ static void check_structure(const lines *L, const kiln_program *p, int *fallback
     ASSERT_EQ_I((int)num(end, "events"), L->n - 3);
     ASSERT_STR_EQ(str(mem, "ev"), "memory");
     uint64_t state = 0;
-    for (int i = 0; i < p->mod.n_states; i++) state += p->mod.states[i].nbytes;
+    for (int i = 0; i < p->mod.n_states; i++)
+        state += p->mod.states[i].nbytes;
     ASSERT_EQ_I(num(mem, "state_bytes"), (int64_t)state);
     ASSERT_EQ_I(num(mem, "state_used_bytes"), (int64_t)(state / CTX * 8));
     ASSERT(num(mem, "weights_file_bytes") > 0 && num(mem, "peak_rss_bytes") > 0);
@@ -145,7 +148,8 @@ static void check_structure(const lines *L, const kiln_program *p, int *fallback
         const kiln_json *m = NULL;
         int mi = -1;
         for (int i = 1; i < L->n - 2; i++)
-            if (num(L->line[i], "call") == c && !strcmp(str(L->line[i], "ev"), "method")) m = L->line[i];
+            if (num(L->line[i], "call") == c && !strcmp(str(L->line[i], "ev"), "method"))
+                m = L->line[i];
         ASSERT_MSG(m, "call %d has no method event", c);
         const char *mname = str(m, "method");
         ASSERT_OK(kiln_program_find_method(p, mname, &mi));
@@ -173,11 +177,13 @@ static void check_structure(const lines *L, const kiln_program *p, int *fallback
                 for (int k = first; k <= last; k++)
                     ASSERT_STR_EQ(p->mod.backends[g->nodes[k].backend], be);
                 if (first > 0) ASSERT(g->nodes[first - 1].backend != g->nodes[first].backend);
-                if (last + 1 < g->n_nodes) ASSERT(g->nodes[last + 1].backend != g->nodes[last].backend);
+                if (last + 1 < g->n_nodes)
+                    ASSERT(g->nodes[last + 1].backend != g->nodes[last].backend);
                 int64_t node_sum = 0;
                 for (int j = 1; j < L->n - 2; j++) {
                     const kiln_json *x = L->line[j];
-                    if (num(x, "call") != c || strcmp(str(x, "ev"), "node") || num(x, "partition") != num(e, "partition"))
+                    if (num(x, "call") != c || strcmp(str(x, "ev"), "node") ||
+                        num(x, "partition") != num(e, "partition"))
                         continue;
                     int id = (int)num(x, "node_id");
                     ASSERT(id >= first && id <= last);
@@ -200,7 +206,8 @@ static void check_structure(const lines *L, const kiln_program *p, int *fallback
                 if (n->op == KILN_OP_MATMUL) ASSERT(num(e, "flops") > 0);
             }
         }
-        for (int k = 0; k < g->n_nodes; k++) ASSERT_MSG(seen[k] == 1, "call %d: node %d seen %d times", c, k, seen[k]);
+        for (int k = 0; k < g->n_nodes; k++)
+            ASSERT_MSG(seen[k] == 1, "call %d: node %d seen %d times", c, k, seen[k]);
         ASSERT(n_parts >= 1 && part_sum <= m1 - m0);
     }
     *fallback_out = fallback;
@@ -220,7 +227,8 @@ TEST(trace_of_a_known_program) {
     ASSERT_EQ_I(fb, 0);
     /* every node on cpu: one partition per call */
     int parts = 0;
-    for (int i = 0; i < L.n; i++) parts += !strcmp(str(L.line[i], "ev"), "partition");
+    for (int i = 0; i < L.n; i++)
+        parts += !strcmp(str(L.line[i], "ev"), "partition");
     ASSERT_EQ_I(parts, 4);
     free_lines(&L);
     kiln_program_close(p);
@@ -257,7 +265,8 @@ TEST(trace_errors) {
     ASSERT_OK(kiln_session_create(pa, &sa));
     ASSERT_OK(kiln_session_create(pb, &sb));
     ASSERT_OK(kiln_trace_create(&t));
-    ASSERT_EQ_I(kiln_trace_write(t, NULL, kt_path("x.trace")), KILN_ERR_INVALID_ARG); /* never attached */
+    ASSERT_EQ_I(kiln_trace_write(t, NULL, kt_path("x.trace")),
+                KILN_ERR_INVALID_ARG); /* never attached */
     ASSERT_OK(kiln_session_set_trace(sa, t));
     ASSERT_EQ_I(kiln_session_set_trace(sb, t), KILN_ERR_INVALID_ARG);
     ASSERT_CONTAINS(kiln_last_error(), "another program");

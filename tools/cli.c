@@ -87,7 +87,8 @@ int kiln_cli_progress(void *user, const char *stage, uint64_t done, uint64_t tot
     if (pct != last) {
         last = pct;
         int bar = pct / 4;
-        fprintf(stderr, "\r%-8s [%.*s%*s] %3d%%", stage, bar, "#########################", 25 - bar, "", pct);
+        fprintf(stderr, "\r%-8s [%.*s%*s] %3d%%", stage, bar, "#########################", 25 - bar,
+                "", pct);
         if (done >= total) fprintf(stderr, "\n");
         fflush(stderr);
     }

@@ -178,10 +178,11 @@ int kiln_cmd_inspect(int argc, char **argv);
 
 /* Chat helpers (cmd_chat.c). The format: `override` (a name, or a Jinja
  * file whose text is detected) when given, else the program's template. */
-kiln_status kiln_cli_chat_format(const kiln_program *prog, const char *override, kiln_chat_format *out);
+kiln_status kiln_cli_chat_format(const kiln_program *prog, const char *override,
+                                 kiln_chat_format *out);
 /* Encodes a rendered chat (special tokens parsed; BOS only where the
  * tokenizer adds one and the text lacks it) into *ids (free()). */
-kiln_status kiln_cli_chat_encode(const kiln_tokenizer *tok, const char *text, size_t len, int32_t **ids,
-                                 int *n_ids);
+kiln_status kiln_cli_chat_encode(const kiln_tokenizer *tok, const char *text, size_t len,
+                                 int32_t **ids, int *n_ids);
 
 #endif

@@ -167,7 +167,8 @@ typedef struct {
 /* One run of test r: prefill r->n_prompt tokens in calls of at most
  * prefill_max, or r->n_gen decode steps from position 0 (only `limit` of
  * them for a warm-up). Returns the seconds, or -1 on error. */
-static double run_once(kiln_session *s, const kiln_llm *lm, const result *r, const int32_t *toks, int limit) {
+static double run_once(kiln_session *s, const kiln_llm *lm, const result *r, const int32_t *toks,
+                       int limit) {
     kiln_status st = kiln_session_reset(s);
     double t0 = kiln_now_ms();
     if (r->n_prompt) {

@@ -80,13 +80,16 @@ static const kiln_cli_command COMMAND = {
     .unknown = "unknown argument '%s'",
 };
 
-kiln_status kiln_cli_chat_format(const kiln_program *prog, const char *override, kiln_chat_format *out) {
+kiln_status kiln_cli_chat_format(const kiln_program *prog, const char *override,
+                                 kiln_chat_format *out) {
     if (!override) return kiln_chat_format_from_program(prog, out);
     if (kiln_chat_format_from_name(override, out) == KILN_OK) return KILN_OK;
     FILE *f = fopen(override, "rb");
     if (!f)
-        return kiln_error(KILN_ERR_IO, "--chat-template '%s' is neither chatml, smollm2, qwen3, llama3, "
-                                       "llama3.1, llama3.2, llama3.3 nor a readable file", override);
+        return kiln_error(KILN_ERR_IO,
+                          "--chat-template '%s' is neither chatml, smollm2, qwen3, llama3, "
+                          "llama3.1, llama3.2, llama3.3 nor a readable file",
+                          override);
     size_t cap = 1 << 16, n = 0, got;
     char *t = malloc(cap);
     while (t && (got = fread(t + n, 1, cap - 1 - n, f)) > 0) {
@@ -105,8 +108,8 @@ kiln_status kiln_cli_chat_format(const kiln_program *prog, const char *override,
     return st ? kiln_error_wrap(st, "'%s'", override) : KILN_OK;
 }
 
-kiln_status kiln_cli_chat_encode(const kiln_tokenizer *tok, const char *text, size_t len, int32_t **ids,
-                                 int *n_ids) {
+kiln_status kiln_cli_chat_encode(const kiln_tokenizer *tok, const char *text, size_t len,
+                                 int32_t **ids, int *n_ids) {
     int cap = 2 * (int)len + 3;
     int32_t *a = malloc(sizeof *a * (size_t)cap);
     if (!a) return kiln_error(KILN_ERR_NOMEM, "out of memory");
@@ -115,7 +118,8 @@ kiln_status kiln_cli_chat_encode(const kiln_tokenizer *tok, const char *text, si
     kiln_status st = kiln_tokenizer_encode_flags(tok, text, len, 0, a + 1, cap - 1, n_ids);
     int bos = kiln_tokenizer_bos(tok), probe[4], n_probe = 0;
     if (!st && bos >= 0 &&
-        kiln_tokenizer_encode_flags(tok, "", 0, KILN_TOKENIZE_ADD_SPECIAL, probe, 4, &n_probe) == KILN_OK &&
+        kiln_tokenizer_encode_flags(tok, "", 0, KILN_TOKENIZE_ADD_SPECIAL, probe, 4, &n_probe) ==
+            KILN_OK &&
         n_probe > 0 && probe[0] == bos && (*n_ids == 0 || a[1] != bos)) {
         a[0] = bos;
         ++*n_ids;
@@ -153,21 +157,30 @@ static char *read_file(const char *path, size_t *len) {
 static kiln_status messages_of(const kiln_json *root, const char *file, const kiln_json **out) {
     const kiln_json *tools = kiln_json_get(root, "tools");
     if (root->type == KILN_JSON_OBJECT) root = kiln_json_get(root, "messages");
-    if (tools && tools->type != KILN_JSON_NULL && !(tools->type == KILN_JSON_ARRAY && tools->len == 0))
-        return kiln_error(KILN_ERR_UNSUPPORTED, "'%s': \"tools\" (tool definitions): Kiln's chat formats render "
-                          "none (tool results in \"tool\" messages are rendered for Llama-3.1+)", file);
+    if (tools && tools->type != KILN_JSON_NULL &&
+        !(tools->type == KILN_JSON_ARRAY && tools->len == 0))
+        return kiln_error(KILN_ERR_UNSUPPORTED,
+                          "'%s': \"tools\" (tool definitions): Kiln's chat formats render "
+                          "none (tool results in \"tool\" messages are rendered for Llama-3.1+)",
+                          file);
     if (!root || root->type != KILN_JSON_ARRAY)
-        return kiln_error(KILN_ERR_FORMAT, "'%s': expected an array of messages, or an object with one as "
-                          "\"messages\"", file);
+        return kiln_error(KILN_ERR_FORMAT,
+                          "'%s': expected an array of messages, or an object with one as "
+                          "\"messages\"",
+                          file);
     for (size_t i = 0; i < root->len; i++) {
         const kiln_json *r = kiln_json_get(&root->items[i], "role");
         const kiln_json *c = kiln_json_get(&root->items[i], "content");
         const kiln_json *calls = kiln_json_get(&root->items[i], "tool_calls");
-        if (calls && calls->type != KILN_JSON_NULL && !(calls->type == KILN_JSON_ARRAY && calls->len == 0))
-            return kiln_error(KILN_ERR_UNSUPPORTED, "'%s': message %zu has \"tool_calls\": Kiln's chat formats "
-                              "render no tool calls", file, i);
+        if (calls && calls->type != KILN_JSON_NULL &&
+            !(calls->type == KILN_JSON_ARRAY && calls->len == 0))
+            return kiln_error(KILN_ERR_UNSUPPORTED,
+                              "'%s': message %zu has \"tool_calls\": Kiln's chat formats "
+                              "render no tool calls",
+                              file, i);
         if (!r || !c || r->type != KILN_JSON_STRING || c->type != KILN_JSON_STRING)
-            return kiln_error(KILN_ERR_FORMAT, "'%s': message %zu needs string 'role' and 'content'", file, i);
+            return kiln_error(KILN_ERR_FORMAT,
+                              "'%s': message %zu needs string 'role' and 'content'", file, i);
     }
     *out = root;
     return KILN_OK;
@@ -176,7 +189,8 @@ static kiln_status messages_of(const kiln_json *root, const char *file, const ki
 static int render_only(const char *cmd, const char *model, const char *tmpl, const char *messages,
                        const kiln_chat_options *co) {
     if (!messages) return kiln_cli_usage_error(cmd, "--render-only needs --messages FILE");
-    if (!model && !tmpl) return kiln_cli_usage_error(cmd, "--render-only needs -m MODEL or --chat-template");
+    if (!model && !tmpl)
+        return kiln_cli_usage_error(cmd, "--render-only needs -m MODEL or --chat-template");
     kiln_program *prog = NULL;
     kiln_json_doc doc = {0};
     const kiln_json *list = NULL;
@@ -187,10 +201,12 @@ static int render_only(const char *cmd, const char *model, const char *tmpl, con
     kiln_status st = KILN_OK;
     if (!tmpl) st = kiln_program_open(model, &prog);
     if (!st) st = kiln_cli_chat_format(prog, tmpl, &fmt);
-    if (!st && !(text = read_file(messages, &len))) st = kiln_error(KILN_ERR_IO, "cannot read '%s'", messages);
+    if (!st && !(text = read_file(messages, &len)))
+        st = kiln_error(KILN_ERR_IO, "cannot read '%s'", messages);
     if (!st) st = kiln_json_parse(text, len, messages, 0, &doc);
     if (!st) st = messages_of(doc.root, messages, &list);
-    if (!st && !(m = calloc(list->len + 1, sizeof *m))) st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+    if (!st && !(m = calloc(list->len + 1, sizeof *m)))
+        st = kiln_error(KILN_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !st && i < list->len; i++)
         m[i] = (kiln_chat_message){kiln_json_get(&list->items[i], "role")->s,
                                    kiln_json_get(&list->items[i], "content")->s};

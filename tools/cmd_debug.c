@@ -741,15 +741,14 @@ static void print_header(const debugger *d) {
                      (long long)d->position, (long long)from_prompt,
                      (long long)(d->position - from_prompt));
         printf("kiln debug: %s: method '%s', %lld token%s at position %lld; %s\n",
-               kiln_basename(d->o->model), d->g->name, (long long)d->n_tokens, d->n_tokens == 1 ? "" : "s",
-               (long long)d->position, hist);
+               kiln_basename(d->o->model), d->g->name, (long long)d->n_tokens,
+               d->n_tokens == 1 ? "" : "s", (long long)d->position, hist);
     } else
         printf("kiln debug: %s: method '%s' on %s inputs\n", kiln_basename(d->o->model), d->g->name,
                d->o->inputs ? "given" : "random");
     printf("backend %s (%s) vs reference %s; threshold cos %g\n\n", used,
            d->o->backend ? "--backend" : "as compiled", d->o->reference, d->o->threshold);
     fflush(stdout);
-
 }
 
 /* Adds the call's inputs to the --dump folder and finishes it. */

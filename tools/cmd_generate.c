@@ -185,14 +185,17 @@ static void print_flush(printer *p) {
     size_t len;
     const char *s = p->detok ? kiln_detokenizer_flush(p->detok, &len) : NULL;
     if (s && len) emit(p, s, len);
-    if (!p->stopped && p->n_held) fwrite(p->held, 1, p->n_held, stdout); /* could have been a stop string, was not */
+    if (!p->stopped && p->n_held)
+        fwrite(p->held, 1, p->n_held, stdout); /* could have been a stop string, was not */
     p->n_held = 0;
 }
 
 static int on_token(void *user, int32_t id) {
     printer *p = user;
-    if (p->print_ids) printf("%s%d", p->count ? " " : "", id);
-    else print_token(p, id);
+    if (p->print_ids)
+        printf("%s%d", p->count ? " " : "", id);
+    else
+        print_token(p, id);
     fflush(stdout);
     p->count++;
     return kiln_cli_interrupted != 0 || p->stopped;
@@ -203,7 +206,8 @@ static int parse_ids(const char *s, int32_t **ids, int *n) {
     int32_t *a = malloc(sizeof *a * (size_t)cap);
     if (!a) return -1;
     while (*s) {
-        while (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n') s++;
+        while (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n')
+            s++;
         if (!*s) break;
         char *end;
         long long v = strtoll(s, &end, 10);
@@ -239,15 +243,18 @@ static void print_stats(FILE *f, const kiln_generate_result *r, double load_ms, 
             (double)rss / (1024.0 * 1024.0));
 }
 
-static int write_stats_json(const char *path, const kiln_generate_result *r, double load_ms, long long rss) {
+static int write_stats_json(const char *path, const kiln_generate_result *r, double load_ms,
+                            long long rss) {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
     double pre_tps = r->prefill_ms > 0 ? r->n_prompt * 1000.0 / r->prefill_ms : 0;
     double dec_tps = r->decode_ms > 0 ? r->n_generated * 1000.0 / r->decode_ms : 0;
-    fprintf(f,
-            "{\"prompt_tokens\": %d, \"generated_tokens\": %d, \"load_ms\": %.3f, \"ttft_ms\": %.3f, "
-            "\"prefill_tps\": %.3f, \"decode_tps\": %.3f, \"sampling_ms\": %.3f, \"peak_rss_bytes\": %lld}\n",
-            r->n_prompt, r->n_generated, load_ms, r->ttft_ms, pre_tps, dec_tps, r->sampling_ms, rss);
+    fprintf(
+        f,
+        "{\"prompt_tokens\": %d, \"generated_tokens\": %d, \"load_ms\": %.3f, \"ttft_ms\": %.3f, "
+        "\"prefill_tps\": %.3f, \"decode_tps\": %.3f, \"sampling_ms\": %.3f, \"peak_rss_bytes\": "
+        "%lld}\n",
+        r->n_prompt, r->n_generated, load_ms, r->ttft_ms, pre_tps, dec_tps, r->sampling_ms, rss);
     return fclose(f) ? -1 : 0;
 }
 

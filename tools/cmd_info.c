@@ -51,7 +51,8 @@ static void json_str(const char *s) {
 
 static void shape_json(int ndim, const int64_t *ne) {
     putchar('[');
-    for (int i = 0; i < ndim; i++) printf("%s%lld", i ? ", " : "", (long long)ne[i]);
+    for (int i = 0; i < ndim; i++)
+        printf("%s%lld", i ? ", " : "", (long long)ne[i]);
     putchar(']');
 }
 
@@ -62,21 +63,30 @@ static const char *kind_name(kiln_value_kind k) {
 
 static void print_meta_value(const kiln_meta *e, int json) {
     switch (e->type) {
-    case KILN_META_INT: printf("%lld", (long long)e->i); break;
-    case KILN_META_FLOAT: printf("%.9g", e->f); break;
+    case KILN_META_INT:
+        printf("%lld", (long long)e->i);
+        break;
+    case KILN_META_FLOAT:
+        printf("%.9g", e->f);
+        break;
     case KILN_META_STR:
-        if (json) json_str(e->s);
-        else if (strlen(e->s) > 80) printf("%.77s...", e->s);
-        else printf("%s", e->s);
+        if (json)
+            json_str(e->s);
+        else if (strlen(e->s) > 80)
+            printf("%.77s...", e->s);
+        else
+            printf("%s", e->s);
         break;
     case KILN_META_INT_ARRAY:
         printf("[");
-        for (uint32_t i = 0; i < e->n && (json || i < 8); i++) printf("%s%lld", i ? ", " : "", (long long)e->ia[i]);
+        for (uint32_t i = 0; i < e->n && (json || i < 8); i++)
+            printf("%s%lld", i ? ", " : "", (long long)e->ia[i]);
         printf("%s]", !json && e->n > 8 ? ", ..." : "");
         break;
     case KILN_META_FLOAT_ARRAY:
         printf("[");
-        for (uint32_t i = 0; i < e->n && (json || i < 8); i++) printf("%s%.9g", i ? ", " : "", e->fa[i]);
+        for (uint32_t i = 0; i < e->n && (json || i < 8); i++)
+            printf("%s%.9g", i ? ", " : "", e->fa[i]);
         printf("%s]", !json && e->n > 8 ? ", ..." : "");
         break;
     case KILN_META_STR_ARRAY:
@@ -118,8 +128,9 @@ static void print_text(const kiln_program *p, const char *path, int verified) {
     const kiln_module *m = kiln_program_module(p);
     char buf[96];
     printf("program: %s\n", path);
-    printf("  format version %d, %zu bytes, %d sections%s\n", KILN_FORMAT_VERSION, (size_t)kiln_program_file_bytes(p),
-           kiln_program_section_count(p), verified ? ", all checksums verified" : "");
+    printf("  format version %d, %zu bytes, %d sections%s\n", KILN_FORMAT_VERSION,
+           (size_t)kiln_program_file_bytes(p), kiln_program_section_count(p),
+           verified ? ", all checksums verified" : "");
     printf("metadata (%d keys):\n", m->n_meta);
     for (int i = 0; i < m->n_meta; i++) {
         printf("  %-28s = ", m->meta[i].key);
@@ -128,8 +139,10 @@ static void print_text(const kiln_program *p, const char *path, int verified) {
     }
     printf("tokenizer: %s\n", m->tokenizer_len ? "stored" : "none");
     uint64_t state_bytes = 0;
-    for (int i = 0; i < m->n_states; i++) state_bytes += m->states[i].nbytes;
-    printf("state (%d buffers, %llu bytes, shared by all methods):\n", m->n_states, (unsigned long long)state_bytes);
+    for (int i = 0; i < m->n_states; i++)
+        state_bytes += m->states[i].nbytes;
+    printf("state (%d buffers, %llu bytes, shared by all methods):\n", m->n_states,
+           (unsigned long long)state_bytes);
     for (int i = 0; i < m->n_states; i++)
         printf("  %-16s %-5s %s\n", m->states[i].name, kiln_dtype_name(m->states[i].dtype),
                kiln_shape_str(m->states[i].ndim, m->states[i].ne, buf, sizeof buf));
@@ -146,14 +159,16 @@ static void print_text(const kiln_program *p, const char *path, int verified) {
                    (unsigned long long)by_count[t], (unsigned long long)by_bytes[t]);
     for (int k = 0; k < m->n_methods; k++) {
         const kiln_graph *g = &m->methods[k];
-        printf("method %d: %s (max %d tokens, %d nodes, arena %llu bytes)\n", k, g->name, g->max_tokens,
-               g->n_nodes, (unsigned long long)g->arena_bytes);
+        printf("method %d: %s (max %d tokens, %d nodes, arena %llu bytes)\n", k, g->name,
+               g->max_tokens, g->n_nodes, (unsigned long long)g->arena_bytes);
         io_text(g, g->inputs, g->n_inputs, "inputs");
         io_text(g, g->outputs, g->n_outputs, "outputs");
         int n_fallback = 0;
-        for (int i = 0; i < g->n_nodes; i++) n_fallback += kiln_program_node_is_fallback(p, &g->nodes[i]);
+        for (int i = 0; i < g->n_nodes; i++)
+            n_fallback += kiln_program_node_is_fallback(p, &g->nodes[i]);
         printf("    nodes (%d, %d fallback):\n", g->n_nodes, n_fallback);
-        printf("      %4s  %-24s %-10s %-8s %-8s %s\n", "#", "name", "op", "backend", "fallback", "output");
+        printf("      %4s  %-24s %-10s %-8s %-8s %s\n", "#", "name", "op", "backend", "fallback",
+               "output");
         for (int i = 0; i < g->n_nodes; i++) {
             const kiln_node *n = &g->nodes[i];
             const kiln_value *o = &g->values[n->out];
@@ -211,7 +226,8 @@ static void print_json(const kiln_program *p, const char *path, int verified) {
             json_str(n->name);
             printf(", \"op\": \"%s\", \"backend\": ", kiln_op_name(n->op));
             json_str(m->backends[n->backend]);
-            printf(", \"fallback\": %s, \"inputs\": [", kiln_program_node_is_fallback(p, n) ? "true" : "false");
+            printf(", \"fallback\": %s, \"inputs\": [",
+                   kiln_program_node_is_fallback(p, n) ? "true" : "false");
             for (int j = 0; j < n->n_in; j++) {
                 printf("%s", j ? ", " : "");
                 json_str(g->values[n->in[j]].name);

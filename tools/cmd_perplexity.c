@@ -186,10 +186,12 @@ static int keep_rows(void *user, int first, int len, const float *logits) {
  * position pos; with `all` every row's logits come out (else only the
  * last). *logits is borrowed from the session until its next execute. 0 or
  * an exit code (message printed). */
-static int model_run(ppl_model *m, const int32_t *tokens, int n, int pos, int all, const float **logits) {
+static int model_run(ppl_model *m, const int32_t *tokens, int n, int pos, int all,
+                     const float **logits) {
     if (kiln_cli_interrupted) return kiln_cli_fail(CMD, KILN_ERR_CANCELLED);
-    kiln_status st = all ? kiln_llm_prefill_rows(m->sess, m->lm, tokens, n, pos, n, keep_rows, (void *)logits)
-                         : kiln_llm_prefill(m->sess, m->lm, tokens, n, pos, n, logits);
+    kiln_status st =
+        all ? kiln_llm_prefill_rows(m->sess, m->lm, tokens, n, pos, n, keep_rows, (void *)logits)
+            : kiln_llm_prefill(m->sess, m->lm, tokens, n, pos, n, logits);
     return st ? kiln_cli_fail(CMD, st) : 0;
 }
 

@@ -131,7 +131,6 @@ static int parse_args(int argc, char **argv, options *o, int *rc) {
 
 /* ---- random numbers ------------------------------------------------------------------ */
 
-
 /* ---- the runner ---------------------------------------------------------------------- */
 
 typedef struct {
@@ -300,7 +299,8 @@ static kiln_status call(runner *r, method *m, double *ms) {
 
 /* Whether input i of method m is, in an LLM program, the prefill input
  * `pre` or the decode input `dec` of the contract (kiln_llm.h). */
-static int llm_input_is(const runner *r, const method *m, int i, kiln_llm_input pre, kiln_llm_input dec) {
+static int llm_input_is(const runner *r, const method *m, int i, kiln_llm_input pre,
+                        kiln_llm_input dec) {
     if (!r->lm) return 0;
     if (m->index == kiln_llm_prefill_method(r->lm)) return i == kiln_llm_input_index(r->lm, pre);
     return m->index == kiln_llm_decode_method(r->lm) && i == kiln_llm_input_index(r->lm, dec);

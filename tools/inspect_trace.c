@@ -205,7 +205,8 @@ static kiln_status read_header(insp_trace *t, const kiln_json *h, const char *wh
         return kiln_error(KILN_ERR_NOMEM, "out of memory reading '%s'", t->path);
     if ((st = get_uint(t, 1, h, what, "format_version", INT32_MAX, &t->format_version)) ||
         (st = get_uint(t, 1, h, what, "calls", INT64_MAX, &t->header_calls)) ||
-        (kiln_json_get(h, "threads") && (st = get_uint(t, 1, h, what, "threads", 1 << 20, &t->threads))) ||
+        (kiln_json_get(h, "threads") &&
+         (st = get_uint(t, 1, h, what, "threads", 1 << 20, &t->threads))) ||
         (st = get_names(t, h, what, "methods", &t->methods, &t->n_methods)) ||
         (st = get_names(t, h, what, "backends", &t->backends, &t->n_backends)))
         return st;

@@ -4,7 +4,6 @@
 
 #include "cli.h"
 
-
 static const struct {
     const char *name;
     int (*run)(int, char **);
@@ -15,11 +14,16 @@ static const struct {
     {"generate", kiln_cmd_generate, "generate text or token ids from a prompt"},
     {"chat", kiln_cmd_chat, "chat with a model, turn by turn, keeping the KV cache"},
     {"tokenize", kiln_cmd_tokenize, "text to token ids, or ids back to text (--decode)"},
-    {"perplexity", kiln_cmd_perplexity, "perplexity of a text, and KL divergence from a base program (llama.cpp's)"},
-    {"bench", kiln_cmd_bench, "measure prompt and generation speed (like llama-bench), or the machine"},
-    {"run", kiln_cmd_run, "run methods N times on given or random inputs, timed; write their outputs"},
-    {"inspect", kiln_cmd_inspect, "read a trace: time per method, op, node and backend, roofline, memory"},
-    {"debug", kiln_cmd_debug, "compare every node's output on a backend with a reference; find the bad one"},
+    {"perplexity", kiln_cmd_perplexity,
+     "perplexity of a text, and KL divergence from a base program (llama.cpp's)"},
+    {"bench", kiln_cmd_bench,
+     "measure prompt and generation speed (like llama-bench), or the machine"},
+    {"run", kiln_cmd_run,
+     "run methods N times on given or random inputs, timed; write their outputs"},
+    {"inspect", kiln_cmd_inspect,
+     "read a trace: time per method, op, node and backend, roofline, memory"},
+    {"debug", kiln_cmd_debug,
+     "compare every node's output on a backend with a reference; find the bad one"},
 };
 
 static void usage(FILE *f) {

@@ -55,8 +55,10 @@ KILN_API int kiln_tokenizer_is_special(const kiln_tokenizer *tok, int id);
 /* Flags of kiln_tokenizer_encode_flags. With none, encoding is Hugging
  * Face's encode(text, add_special_tokens=False): special-token text in the
  * input is recognised, nothing is added around it. */
-#define KILN_TOKENIZE_ADD_SPECIAL 1u   /* add what the tokenizer puts around a text (BOS and/or EOS) */
-#define KILN_TOKENIZE_PLAIN_SPECIAL 2u /* special-token text is plain text (non-special added tokens still match) */
+#define KILN_TOKENIZE_ADD_SPECIAL                                                                  \
+    1u /* add what the tokenizer puts around a text (BOS and/or EOS) */
+#define KILN_TOKENIZE_PLAIN_SPECIAL                                                                \
+    2u /* special-token text is plain text (non-special added tokens still match) */
 
 /* Encodes `len` bytes of text (any bytes; invalid UTF-8 is kept byte for
  * byte). Writes at most `cap` ids to `ids` and the count needed to *n_ids;
@@ -191,8 +193,9 @@ KILN_API kiln_status kiln_llm_check_tokens(const kiln_llm *llm, const int32_t *i
  * *logits (may be NULL) at the last token's logits [vocab]: borrowed from
  * the session, valid until its next execute. The cache must hold positions
  * 0..start-1; the rows start..start+n-1 are written. Nothing is reset. */
-KILN_API kiln_status kiln_llm_prefill(kiln_session *session, const kiln_llm *llm, const int32_t *ids, int n,
-                             int start, int chunk, const float **logits);
+KILN_API kiln_status kiln_llm_prefill(kiln_session *session, const kiln_llm *llm,
+                                      const int32_t *ids, int n, int start, int chunk,
+                                      const float **logits);
 
 /* kiln_llm_prefill with every row's logits: after each chunk, fn receives
  * the chunk's first index in ids, its length and its logits [len, vocab]
@@ -219,10 +222,10 @@ KILN_API kiln_status kiln_llm_decode(kiln_session *session, const kiln_llm *llm,
  * id), whatever the other settings. Out-of-range values are
  * KILN_ERR_INVALID_ARG, with a message naming the option and value. */
 typedef struct kiln_generate_options {
-    int n_predict;        /* most new tokens; -1 = until an end token or the context is full */
-    float temperature;    /* >= 0; default 0.8; 0 = greedy (ties to the lowest id; only the
-                           * repeat penalty applies before it, as in llama.cpp) */
-    uint64_t seed;        /* sampler seed; default 1 (0 is taken as a fixed non-zero state) */
+    int n_predict;     /* most new tokens; -1 = until an end token or the context is full */
+    float temperature; /* >= 0; default 0.8; 0 = greedy (ties to the lowest id; only the
+                        * repeat penalty applies before it, as in llama.cpp) */
+    uint64_t seed;     /* sampler seed; default 1 (0 is taken as a fixed non-zero state) */
     /* Called for each generated token (not for end tokens); return non-zero
      * to stop. May be NULL. */
     int (*on_token)(void *user, int32_t id);
@@ -246,18 +249,18 @@ typedef struct kiln_generate_options {
 KILN_API void kiln_generate_options_init(kiln_generate_options *options);
 
 typedef struct kiln_generate_result {
-    int n_prompt;    /* prompt tokens processed */
-    int n_generated; /* tokens generated (end token not counted) */
+    int n_prompt;       /* prompt tokens processed */
+    int n_generated;    /* tokens generated (end token not counted) */
     int stopped_at_end; /* 1 when an end token stopped generation */
-    double prefill_ms; /* the prompt through prefill */
-    double decode_ms;  /* from the end of prefill to the end of generation */
-    double ttft_ms;    /* time to first token: from the start of prefill until
-                        * the first new token is chosen (0 when none is) */
+    double prefill_ms;  /* the prompt through prefill */
+    double decode_ms;   /* from the end of prefill to the end of generation */
+    double ttft_ms;     /* time to first token: from the start of prefill until
+                         * the first new token is chosen (0 when none is) */
     double sampling_ms; /* time spent choosing tokens (part of the above) */
-    int n_past;      /* positions the session's cache holds after the call: the
-                      * prompt, then every generated token that went through
-                      * decode (an end token and the last token of a run cut
-                      * short by n_predict, on_token or the context do not) */
+    int n_past;         /* positions the session's cache holds after the call: the
+                         * prompt, then every generated token that went through
+                         * decode (an end token and the last token of a run cut
+                         * short by n_predict, on_token or the context do not) */
 } kiln_generate_result;
 
 /* Runs a prompt through `prefill` (in chunks no longer than the method

@@ -15,6 +15,10 @@ const kiln_backend *kiln_backend_find(const char *name) {
     return NULL;
 }
 
-const kiln_backend *kiln_backend_ref(void) { return &kiln_backend_ref_impl; }
+const kiln_backend *kiln_backend_ref(void) {
+    return &kiln_backend_ref_impl;
+}
 
-const char *kiln_backend_default(void) { return "cpu"; }
+const char *kiln_backend_default(void) {
+    return "cpu";
+}

@@ -9,21 +9,27 @@
 
 static _Thread_local long g_fail_after;
 
-void kiln_fail_alloc_after(long n) { g_fail_after = n; }
+void kiln_fail_alloc_after(long n) {
+    g_fail_after = n;
+}
 
 static int inject_failure(void) {
     if (g_fail_after > 0 && --g_fail_after == 0) return 1;
     return 0;
 }
 
-void *kiln_malloc(size_t size) { return inject_failure() ? NULL : malloc(size ? size : 1); }
+void *kiln_malloc(size_t size) {
+    return inject_failure() ? NULL : malloc(size ? size : 1);
+}
 void *kiln_calloc(size_t n, size_t size) {
     return inject_failure() ? NULL : calloc(n ? n : 1, size ? size : 1);
 }
 void *kiln_realloc(void *p, size_t size) {
     return inject_failure() ? NULL : realloc(p, size ? size : 1);
 }
-void kiln_free(void *p) { free(p); }
+void kiln_free(void *p) {
+    free(p);
+}
 
 char *kiln_strndup(const char *s, size_t n) {
     char *d = kiln_malloc(n + 1);
@@ -32,7 +38,9 @@ char *kiln_strndup(const char *s, size_t n) {
     d[n] = 0;
     return d;
 }
-char *kiln_strdup(const char *s) { return kiln_strndup(s, strlen(s)); }
+char *kiln_strdup(const char *s) {
+    return kiln_strndup(s, strlen(s));
+}
 
 /* calloc, not aligned_alloc + memset: for large blocks calloc maps fresh
  * zero pages without touching them, so a session's arena (sized for the

@@ -52,7 +52,9 @@ static inline int kiln_add_ok(uint64_t a, uint64_t b, uint64_t *out) {
     *out = a + b;
     return 1;
 }
-static inline uint64_t kiln_align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+static inline uint64_t kiln_align_up(uint64_t v, uint64_t a) {
+    return (v + a - 1) / a * a;
+}
 
 /* ---- growable write buffer, little-endian (buf.c) ----------------------- */
 typedef struct kiln_wbuf {
@@ -82,7 +84,7 @@ typedef struct kiln_rbuf {
     size_t len, pos;
     uint64_t base;    /* offset of data[0] in the file, for messages */
     const char *what; /* "section 'methods' of model.kiln" */
-    int failed; /* 0, or the kiln_status of the first failure */
+    int failed;       /* 0, or the kiln_status of the first failure */
 } kiln_rbuf;
 
 void kiln_rbuf_init(kiln_rbuf *r, const void *data, size_t len, uint64_t base, const char *what);
@@ -132,7 +134,7 @@ uint16_t kiln_f32_to_bf16(float f);
 
 /* ---- dtypes (dtype.c; kiln_dtype_name is in kiln.h) --------------------- */
 size_t kiln_dtype_row_bytes(kiln_dtype dtype, int64_t n); /* 0 when n is not a whole block */
-int kiln_dtype_block(kiln_dtype dtype);                  /* elements per block (1 for plain) */
+int kiln_dtype_block(kiln_dtype dtype);                   /* elements per block (1 for plain) */
 int kiln_dtype_valid(uint32_t v);
 /* Rows stored interleaved in groups of this many (8 for the packed x8
  * dtypes, 1 for the rest): a tensor's leading dim must be a multiple. */

@@ -14,7 +14,8 @@ void kiln_wbuf_bytes(kiln_wbuf *b, const void *p, size_t n) {
     if (b->failed) return;
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n) cap *= 2;
+        while (cap < b->len + n)
+            cap *= 2;
         uint8_t *d = kiln_realloc(b->data, cap);
         if (!d) {
             b->failed = 1;
@@ -33,17 +34,31 @@ void kiln_wbuf_bytes(kiln_wbuf *b, const void *p, size_t n) {
 #error "Kiln's file formats assume a little-endian host"
 #endif
 
-void kiln_wbuf_u8(kiln_wbuf *b, uint8_t v) { kiln_wbuf_bytes(b, &v, 1); }
-void kiln_wbuf_u32(kiln_wbuf *b, uint32_t v) { kiln_wbuf_bytes(b, &v, 4); }
-void kiln_wbuf_i32(kiln_wbuf *b, int32_t v) { kiln_wbuf_bytes(b, &v, 4); }
-void kiln_wbuf_u64(kiln_wbuf *b, uint64_t v) { kiln_wbuf_bytes(b, &v, 8); }
-void kiln_wbuf_f32(kiln_wbuf *b, float v) { kiln_wbuf_bytes(b, &v, 4); }
-void kiln_wbuf_f64(kiln_wbuf *b, double v) { kiln_wbuf_bytes(b, &v, 8); }
+void kiln_wbuf_u8(kiln_wbuf *b, uint8_t v) {
+    kiln_wbuf_bytes(b, &v, 1);
+}
+void kiln_wbuf_u32(kiln_wbuf *b, uint32_t v) {
+    kiln_wbuf_bytes(b, &v, 4);
+}
+void kiln_wbuf_i32(kiln_wbuf *b, int32_t v) {
+    kiln_wbuf_bytes(b, &v, 4);
+}
+void kiln_wbuf_u64(kiln_wbuf *b, uint64_t v) {
+    kiln_wbuf_bytes(b, &v, 8);
+}
+void kiln_wbuf_f32(kiln_wbuf *b, float v) {
+    kiln_wbuf_bytes(b, &v, 4);
+}
+void kiln_wbuf_f64(kiln_wbuf *b, double v) {
+    kiln_wbuf_bytes(b, &v, 8);
+}
 void kiln_wbuf_strn(kiln_wbuf *b, const char *s, size_t n) {
     kiln_wbuf_u32(b, (uint32_t)n);
     kiln_wbuf_bytes(b, s, n);
 }
-void kiln_wbuf_str(kiln_wbuf *b, const char *s) { kiln_wbuf_strn(b, s, strlen(s)); }
+void kiln_wbuf_str(kiln_wbuf *b, const char *s) {
+    kiln_wbuf_strn(b, s, strlen(s));
+}
 
 /* ---- reader -------------------------------------------------------------- */
 
@@ -80,12 +95,12 @@ static const uint8_t *take(kiln_rbuf *r, const char *field, size_t n) {
     return p;
 }
 
-#define READ_SCALAR(type, fname)                                                                 \
-    type fname(kiln_rbuf *r, const char *field) {                                                \
-        type v = 0;                                                                              \
-        const uint8_t *p = take(r, field, sizeof v);                                             \
-        if (p) memcpy(&v, p, sizeof v);                                                          \
-        return v;                                                                                \
+#define READ_SCALAR(type, fname)                                                                   \
+    type fname(kiln_rbuf *r, const char *field) {                                                  \
+        type v = 0;                                                                                \
+        const uint8_t *p = take(r, field, sizeof v);                                               \
+        if (p) memcpy(&v, p, sizeof v);                                                            \
+        return v;                                                                                  \
     }
 READ_SCALAR(uint8_t, kiln_rbuf_u8)
 READ_SCALAR(uint32_t, kiln_rbuf_u32)
@@ -94,7 +109,9 @@ READ_SCALAR(uint64_t, kiln_rbuf_u64)
 READ_SCALAR(float, kiln_rbuf_f32)
 READ_SCALAR(double, kiln_rbuf_f64)
 
-const void *kiln_rbuf_bytes(kiln_rbuf *r, const char *field, size_t n) { return take(r, field, n); }
+const void *kiln_rbuf_bytes(kiln_rbuf *r, const char *field, size_t n) {
+    return take(r, field, n);
+}
 
 const char *kiln_rbuf_str(kiln_rbuf *r, const char *field, uint32_t max_len, uint32_t *len) {
     uint32_t n = kiln_rbuf_u32(r, field);
@@ -137,4 +154,6 @@ uint32_t kiln_rbuf_count(kiln_rbuf *r, const char *field, uint32_t min_item_byte
     return n;
 }
 
-kiln_status kiln_rbuf_status(const kiln_rbuf *r) { return (kiln_status)r->failed; }
+kiln_status kiln_rbuf_status(const kiln_rbuf *r) {
+    return (kiln_status)r->failed;
+}

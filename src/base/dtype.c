@@ -17,27 +17,40 @@ static const dtype_row *dtype_info(kiln_dtype t) {
      * Q4_0 = f16 scale + 16 bytes of nibbles; Q4_1 adds an f16 minimum;
      * Q4_K and Q6_K are 256-element super-blocks. */
     static const dtype_row f32 = {"f32", 1, 4, 1}, f16 = {"f16", 1, 2, 1}, bf16 = {"bf16", 1, 2, 1},
-                           i32 = {"i32", 1, 4, 1}, q8_0 = {"q8_0", 32, 34, 1}, q4_0 = {"q4_0", 32, 18, 1},
-                           q4_1 = {"q4_1", 32, 20, 1}, q4_k = {"q4_K", 256, 144, 1},
-                           q6_k = {"q6_K", 256, 210, 1}, q4_0x8 = {"q4_0x8", 32, 18, 8},
-                           q4_1x8 = {"q4_1x8", 32, 20, 8};
+                           i32 = {"i32", 1, 4, 1}, q8_0 = {"q8_0", 32, 34, 1},
+                           q4_0 = {"q4_0", 32, 18, 1}, q4_1 = {"q4_1", 32, 20, 1},
+                           q4_k = {"q4_K", 256, 144, 1}, q6_k = {"q6_K", 256, 210, 1},
+                           q4_0x8 = {"q4_0x8", 32, 18, 8}, q4_1x8 = {"q4_1x8", 32, 20, 8};
     switch (t) {
-    case KILN_F32: return &f32;
-    case KILN_F16: return &f16;
-    case KILN_BF16: return &bf16;
-    case KILN_I32: return &i32;
-    case KILN_Q8_0: return &q8_0;
-    case KILN_Q4_0: return &q4_0;
-    case KILN_Q4_1: return &q4_1;
-    case KILN_Q4_K: return &q4_k;
-    case KILN_Q6_K: return &q6_k;
-    case KILN_Q4_0_X8: return &q4_0x8;
-    case KILN_Q4_1_X8: return &q4_1x8;
+    case KILN_F32:
+        return &f32;
+    case KILN_F16:
+        return &f16;
+    case KILN_BF16:
+        return &bf16;
+    case KILN_I32:
+        return &i32;
+    case KILN_Q8_0:
+        return &q8_0;
+    case KILN_Q4_0:
+        return &q4_0;
+    case KILN_Q4_1:
+        return &q4_1;
+    case KILN_Q4_K:
+        return &q4_k;
+    case KILN_Q6_K:
+        return &q6_k;
+    case KILN_Q4_0_X8:
+        return &q4_0x8;
+    case KILN_Q4_1_X8:
+        return &q4_1x8;
     }
     return NULL;
 }
 
-int kiln_dtype_valid(uint32_t v) { return dtype_info((kiln_dtype)v) != NULL; }
+int kiln_dtype_valid(uint32_t v) {
+    return dtype_info((kiln_dtype)v) != NULL;
+}
 
 const char *kiln_dtype_name(kiln_dtype dtype) {
     const dtype_row *r = dtype_info(dtype);

@@ -19,8 +19,8 @@ float kiln_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16;
     uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
     if (exp == 0x1f) return bits_f32(sign | 0x7f800000u | (man << 13)); /* inf / nan */
-    if (exp == 0) {                                                      /* zero / subnormal */
-        float v = (float)man * (1.0f / 16777216.0f);                     /* man * 2^-24 */
+    if (exp == 0) {                                                     /* zero / subnormal */
+        float v = (float)man * (1.0f / 16777216.0f);                    /* man * 2^-24 */
         return sign ? -v : v;
     }
     return bits_f32(sign | ((exp + 112) << 23) | (man << 13));
@@ -32,7 +32,7 @@ uint16_t kiln_f32_to_f16(float f) {
     uint32_t abs = u & 0x7fffffffu;
     if (abs >= 0x7f800000u) return (uint16_t)(sign | 0x7c00 | (abs > 0x7f800000u ? 0x200 : 0));
     if (abs >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* rounds past the max: inf */
-    if (abs < 0x38800000u) {                                   /* subnormal or zero in f16 */
+    if (abs < 0x38800000u) {                                  /* subnormal or zero in f16 */
         /* value * 2^24 rounded to nearest even gives the subnormal mantissa */
         float v = bits_f32(abs) * 16777216.0f;
         uint32_t m = (uint32_t)v;
@@ -47,7 +47,9 @@ uint16_t kiln_f32_to_f16(float f) {
     return (uint16_t)(sign | h);
 }
 
-float kiln_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+float kiln_bf16_to_f32(uint16_t h) {
+    return bits_f32((uint32_t)h << 16);
+}
 
 uint16_t kiln_f32_to_bf16(float f) {
     uint32_t u = f32_bits(f);

@@ -9,7 +9,7 @@
 
 typedef struct kiln_heap {
     unsigned char *a;
-    size_t size; /* bytes per item */
+    size_t size;                                 /* bytes per item */
     int (*before)(const void *x, const void *y); /* 1: x comes out first */
     int n, cap;
     int failed; /* an allocation failed: pushes are dropped, check before trusting pops */

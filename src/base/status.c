@@ -9,26 +9,41 @@
 static _Thread_local char g_msg[2048];
 static _Thread_local kiln_status g_status;
 
-kiln_status kiln_last_status(void) { return g_status; }
+kiln_status kiln_last_status(void) {
+    return g_status;
+}
 
 const char *kiln_strerror(kiln_status status) {
     switch (status) {
-    case KILN_OK: return "ok";
-    case KILN_ERR_IO: return "i/o error";
-    case KILN_ERR_FORMAT: return "format error";
-    case KILN_ERR_UNSUPPORTED: return "unsupported";
-    case KILN_ERR_INVALID_ARG: return "invalid argument";
-    case KILN_ERR_NOMEM: return "out of memory";
-    case KILN_ERR_BACKEND: return "backend error";
-    case KILN_ERR_VERSION: return "format version mismatch";
-    case KILN_ERR_CANCELLED: return "cancelled";
+    case KILN_OK:
+        return "ok";
+    case KILN_ERR_IO:
+        return "i/o error";
+    case KILN_ERR_FORMAT:
+        return "format error";
+    case KILN_ERR_UNSUPPORTED:
+        return "unsupported";
+    case KILN_ERR_INVALID_ARG:
+        return "invalid argument";
+    case KILN_ERR_NOMEM:
+        return "out of memory";
+    case KILN_ERR_BACKEND:
+        return "backend error";
+    case KILN_ERR_VERSION:
+        return "format version mismatch";
+    case KILN_ERR_CANCELLED:
+        return "cancelled";
     }
     return "unknown status";
 }
 
-const char *kiln_last_error(void) { return g_msg; }
+const char *kiln_last_error(void) {
+    return g_msg;
+}
 
-const char *kiln_version(void) { return KILN_VERSION_STRING; }
+const char *kiln_version(void) {
+    return KILN_VERSION_STRING;
+}
 
 kiln_status kiln_error(kiln_status status, const char *fmt, ...) {
     va_list ap;

@@ -25,17 +25,20 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
     if (!o || !o->input || !o->output)
         return kiln_error(KILN_ERR_INVALID_ARG, "compile needs an input and an output path");
     if (o->check < 0 || o->check > 2 || !(o->check_threshold >= 0 && o->check_threshold <= 1))
-        return kiln_error(KILN_ERR_INVALID_ARG,
-                          "check must be 0, 1 or 2 (got %d) and check_threshold in (0, 1] or 0 (got %g)",
-                          o->check, o->check_threshold);
+        return kiln_error(
+            KILN_ERR_INVALID_ARG,
+            "check must be 0, 1 or 2 (got %d) and check_threshold in (0, 1] or 0 (got %g)",
+            o->check, o->check_threshold);
     if (o->prefill < 0 || o->max_seq < 0)
-        return kiln_error(KILN_ERR_INVALID_ARG, "prefill (%d) and max-seq (%d) must not be negative",
-                          o->prefill, o->max_seq);
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "prefill (%d) and max-seq (%d) must not be negative", o->prefill,
+                          o->max_seq);
     kiln_dtype kv_dtype = KILN_F16;
     if (o->kv_type && !strcmp(o->kv_type, "f32"))
         kv_dtype = KILN_F32;
     else if (o->kv_type && strcmp(o->kv_type, "f16"))
-        return kiln_error(KILN_ERR_INVALID_ARG, "unknown KV cache type '%s' (f16, f32)", o->kv_type);
+        return kiln_error(KILN_ERR_INVALID_ARG, "unknown KV cache type '%s' (f16, f32)",
+                          o->kv_type);
     kiln_module m;
     memset(&m, 0, sizeof m);
     kiln_import imp;
@@ -47,19 +50,22 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
     if (imp.tokenizer_note[0] && o->log) o->log(o->log_user, imp.tokenizer_note);
     kiln_llama_config cfg = imp.cfg;
     cfg.kv_dtype = kv_dtype;
-    int max_seq = o->max_seq ? o->max_seq : (cfg.n_ctx_train < MAX_SEQ_CAP ? cfg.n_ctx_train : MAX_SEQ_CAP);
+    int max_seq =
+        o->max_seq ? o->max_seq : (cfg.n_ctx_train < MAX_SEQ_CAP ? cfg.n_ctx_train : MAX_SEQ_CAP);
     int prefill = o->prefill ? o->prefill : DEFAULT_PREFILL;
     if (max_seq > (1 << 20)) {
         st = kiln_error(KILN_ERR_INVALID_ARG, "max-seq %d is too large (at most 1048576)", max_seq);
         goto done;
     }
-    if (prefill > max_seq) prefill = max_seq; /* a prefill longer than the context is never usable */
+    if (prefill > max_seq)
+        prefill = max_seq; /* a prefill longer than the context is never usable */
     if ((st = kiln_meta_set_str(&m, "general.source", kiln_basename(o->input)))) goto done;
     if ((st = kiln_llama_build(&m, &cfg, prefill, max_seq))) goto done;
     if ((st = kiln_module_prune_consts(&m))) goto done; /* weights no method reads */
     if ((st = kiln_module_quantize(&m, o))) goto done;
     if ((st = kiln_module_verify(&m, 0))) goto done;
-    if ((st = kiln_module_partition(&m, o->backends ? o->backends : kiln_backend_default()))) goto done;
+    if ((st = kiln_module_partition(&m, o->backends ? o->backends : kiln_backend_default())))
+        goto done;
     if ((st = kiln_module_pack(&m, o))) goto done;
     for (int i = 0; i < m.n_methods; i++)
         if ((st = kiln_graph_plan(&m.methods[i], &m))) goto done;

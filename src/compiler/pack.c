@@ -24,8 +24,10 @@ kiln_status kiln_module_pack(kiln_module *m, const kiln_compile_options *o) {
             for (int j = 0; j < n->n_in; j++) {
                 const kiln_value *v = &g->values[n->in[j]];
                 if (v->kind != KILN_VAL_CONST) continue;
-                if (j != wslot) use[v->ref] |= 2;
-                else if (n->backend == cpu) use[v->ref] |= 1;
+                if (j != wslot)
+                    use[v->ref] |= 2;
+                else if (n->backend == cpu)
+                    use[v->ref] |= 1;
             }
         }
     }
@@ -57,7 +59,8 @@ kiln_status kiln_module_pack(kiln_module *m, const kiln_compile_options *o) {
         bytes += c->nbytes;
         for (int k = 0; k < m->n_methods; k++)
             for (int v = 0; v < m->methods[k].n_values; v++)
-                if (m->methods[k].values[v].kind == KILN_VAL_CONST && m->methods[k].values[v].ref == i)
+                if (m->methods[k].values[v].kind == KILN_VAL_CONST &&
+                    m->methods[k].values[v].ref == i)
                     m->methods[k].values[v].dtype = to;
     }
     kiln_free(use);
@@ -65,9 +68,11 @@ kiln_status kiln_module_pack(kiln_module *m, const kiln_compile_options *o) {
         char line[256], what[96] = "";
         for (int t = 0; t < KILN_DTYPE_END; t++)
             if (by_dtype[t])
-                snprintf(what + strlen(what), sizeof what - strlen(what), "%s%d %s", *what ? ", " : "",
-                         by_dtype[t], kiln_dtype_name((kiln_dtype)t));
-        snprintf(line, sizeof line, "packed %d weight tensors (%.1f MB) for the cpu kernels: %s (--no-pack keeps them as imported)",
+                snprintf(what + strlen(what), sizeof what - strlen(what), "%s%d %s",
+                         *what ? ", " : "", by_dtype[t], kiln_dtype_name((kiln_dtype)t));
+        snprintf(line, sizeof line,
+                 "packed %d weight tensors (%.1f MB) for the cpu kernels: %s (--no-pack keeps them "
+                 "as imported)",
                  packed, bytes / 1e6, what);
         o->log(o->log_user, line);
     }

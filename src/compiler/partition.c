@@ -8,16 +8,20 @@
 
 kiln_status kiln_module_partition(kiln_module *m, const char *spec) {
     char buf[1024];
-    if (strlen(spec) >= sizeof buf) return kiln_error(KILN_ERR_INVALID_ARG, "backend list too long");
+    if (strlen(spec) >= sizeof buf)
+        return kiln_error(KILN_ERR_INVALID_ARG, "backend list too long");
     strcpy(buf, spec);
     const kiln_backend *list[8];
     int idx[8], n = 0;
     kiln_status st;
-    for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    for (char *save = NULL, *item = strtok_r(buf, ",", &save); item;
+         item = strtok_r(NULL, ",", &save)) {
         char *colon = strchr(item, ':');
         if (colon) *colon = 0;
         const kiln_backend *b = kiln_backend_find(item);
-        if (!b) return kiln_error(KILN_ERR_INVALID_ARG, "unknown backend '%s' (available: cpu, ref, test)", item);
+        if (!b)
+            return kiln_error(KILN_ERR_INVALID_ARG,
+                              "unknown backend '%s' (available: cpu, ref, test)", item);
         if (colon && !b->configure)
             return kiln_error(KILN_ERR_INVALID_ARG, "backend '%s' takes no options", item);
         if (b->configure && (st = b->configure(m, colon ? colon + 1 : NULL))) return st;

@@ -23,7 +23,8 @@ static int by_size_desc(const void *a, const void *b) {
 
 kiln_status kiln_graph_plan(kiln_graph *g, const kiln_module *m) {
     int nv = g->n_values;
-    int *first = kiln_malloc(sizeof(int) * (size_t)nv), *last = kiln_malloc(sizeof(int) * (size_t)nv);
+    int *first = kiln_malloc(sizeof(int) * (size_t)nv),
+        *last = kiln_malloc(sizeof(int) * (size_t)nv);
     item *items = kiln_malloc(sizeof(item) * (size_t)nv);
     int *placed = kiln_malloc(sizeof(int) * (size_t)nv);
     kiln_status st = KILN_OK;
@@ -55,9 +56,9 @@ kiln_status kiln_graph_plan(kiln_graph *g, const kiln_module *m) {
                 int u = placed[j];
                 if (first[u] > last[v] || first[v] > last[u]) continue;
                 uint64_t uo = g->values[u].offset;
-                uint64_t us = kiln_align_up(kiln_shape_bytes(g->values[u].dtype, g->values[u].ndim,
-                                                             g->values[u].ne),
-                                            ARENA_ALIGN);
+                uint64_t us = kiln_align_up(
+                    kiln_shape_bytes(g->values[u].dtype, g->values[u].ndim, g->values[u].ne),
+                    ARENA_ALIGN);
                 if (off < uo + us && uo < off + size) {
                     off = uo + us;
                     again = 1;

@@ -6,7 +6,8 @@
 kiln_status kiln_module_prune_consts(kiln_module *m) {
     int *map = kiln_malloc(sizeof(int) * (size_t)(m->n_consts + 1));
     if (!map) return kiln_error(KILN_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < m->n_consts; i++) map[i] = -1;
+    for (int i = 0; i < m->n_consts; i++)
+        map[i] = -1;
     for (int k = 0; k < m->n_methods; k++)
         for (int i = 0; i < m->methods[k].n_values; i++) {
             const kiln_value *v = &m->methods[k].values[i];

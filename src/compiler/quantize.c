@@ -9,13 +9,16 @@
 
 kiln_status kiln_module_quantize(kiln_module *m, const kiln_compile_options *o) {
     if (!o->quant || !strcmp(o->quant, "keep")) return KILN_OK;
-    static const struct { const char *name; kiln_dtype t; } targets[] = {
-        {"f32", KILN_F32}, {"f16", KILN_F16}, {"q8_0", KILN_Q8_0}, {"q4_0", KILN_Q4_0}};
+    static const struct {
+        const char *name;
+        kiln_dtype t;
+    } targets[] = {{"f32", KILN_F32}, {"f16", KILN_F16}, {"q8_0", KILN_Q8_0}, {"q4_0", KILN_Q4_0}};
     int ti = -1;
     for (int i = 0; i < 4; i++)
         if (!strcmp(o->quant, targets[i].name)) ti = i;
     if (ti < 0)
-        return kiln_error(KILN_ERR_INVALID_ARG, "unknown --quant '%s' (keep, f32, f16, q8_0, q4_0)", o->quant);
+        return kiln_error(KILN_ERR_INVALID_ARG, "unknown --quant '%s' (keep, f32, f16, q8_0, q4_0)",
+                          o->quant);
     kiln_dtype target = targets[ti].t;
     /* Which constants are weights of matmul / logits / embedding lookups. */
     uint8_t *is_weight = kiln_calloc((size_t)m->n_consts + 1, 1);
@@ -39,11 +42,13 @@ kiln_status kiln_module_quantize(kiln_module *m, const kiln_compile_options *o) 
         int64_t K = c->ne[1], N = c->ne[0];
         uint64_t nbytes = kiln_shape_bytes(target, 2, c->ne);
         if (!nbytes) {
-            snprintf(line, sizeof line, "tensor '%s' [%lld, %lld]: rows of %lld are not whole %s blocks of %d",
-                     c->name, (long long)N, (long long)K, (long long)K, kiln_dtype_name(target), kiln_dtype_block(target));
+            snprintf(line, sizeof line,
+                     "tensor '%s' [%lld, %lld]: rows of %lld are not whole %s blocks of %d",
+                     c->name, (long long)N, (long long)K, (long long)K, kiln_dtype_name(target),
+                     kiln_dtype_block(target));
             if (!o->quant_fallback) {
-                st = kiln_error(KILN_ERR_INVALID_ARG, "%s (use --quant-fallback to keep it as %s)", line,
-                                kiln_dtype_name(c->dtype));
+                st = kiln_error(KILN_ERR_INVALID_ARG, "%s (use --quant-fallback to keep it as %s)",
+                                line, kiln_dtype_name(c->dtype));
                 break;
             }
             if (o->log) {
@@ -83,14 +88,17 @@ kiln_status kiln_module_quantize(kiln_module *m, const kiln_compile_options *o) 
         converted++;
         for (int k = 0; k < m->n_methods; k++) /* the graphs see the new dtype */
             for (int v = 0; v < m->methods[k].n_values; v++)
-                if (m->methods[k].values[v].kind == KILN_VAL_CONST && m->methods[k].values[v].ref == i)
+                if (m->methods[k].values[v].kind == KILN_VAL_CONST &&
+                    m->methods[k].values[v].ref == i)
                     m->methods[k].values[v].dtype = target;
     }
     kiln_free(row);
     kiln_free(is_weight);
     if (!st && o->log) {
-        snprintf(line, sizeof line, "--quant %s: converted %d weight tensors (%.1f MB -> %.1f MB), %d kept as they were",
-                 o->quant, converted, before / 1e6, after / 1e6, kept);
+        snprintf(
+            line, sizeof line,
+            "--quant %s: converted %d weight tensors (%.1f MB -> %.1f MB), %d kept as they were",
+            o->quant, converted, before / 1e6, after / 1e6, kept);
         o->log(o->log_user, line);
     }
     return st;

@@ -5,11 +5,16 @@
 
 static double elem(kiln_dtype t, const void *p, uint64_t k) {
     switch (t) {
-    case KILN_F32: return ((const float *)p)[k];
-    case KILN_F16: return kiln_f16_to_f32(((const uint16_t *)p)[k]);
-    case KILN_BF16: return kiln_bf16_to_f32(((const uint16_t *)p)[k]);
-    case KILN_I32: return ((const int32_t *)p)[k];
-    default: return NAN;
+    case KILN_F32:
+        return ((const float *)p)[k];
+    case KILN_F16:
+        return kiln_f16_to_f32(((const uint16_t *)p)[k]);
+    case KILN_BF16:
+        return kiln_bf16_to_f32(((const uint16_t *)p)[k]);
+    case KILN_I32:
+        return ((const int32_t *)p)[k];
+    default:
+        return NAN;
     }
 }
 

@@ -53,7 +53,7 @@ kiln_status kiln_program_write(const kiln_module *m, const char *path,
 
 /* Parses a mapped program into `m` (consts point into `data`), checking
  * every field; sections[] receives the section table (for verify). */
-kiln_status kiln_program_parse(const uint8_t *data, uint64_t size, const char *path,
-                               kiln_module *m, kiln_section *sections, int *n_sections);
+kiln_status kiln_program_parse(const uint8_t *data, uint64_t size, const char *path, kiln_module *m,
+                               kiln_section *sections, int *n_sections);
 
 #endif /* KILN_FORMAT_H */

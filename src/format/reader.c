@@ -32,7 +32,8 @@ static int read_shape(kiln_rbuf *r, int *ndim, int64_t *ne, const char *field) {
         uint64_t d = kiln_rbuf_u64(r, field);
         if (r->failed) return -1;
         if (d == 0 || d > ((uint64_t)1 << 40)) {
-            kiln_rbuf_fail(r, "'%s' dim %u is %llu (1..2^40 allowed)", field, i, (unsigned long long)d);
+            kiln_rbuf_fail(r, "'%s' dim %u is %llu (1..2^40 allowed)", field, i,
+                           (unsigned long long)d);
             return -1;
         }
         ne[i] = (int64_t)d;
@@ -54,7 +55,8 @@ static int read_dtype(kiln_rbuf *r, kiln_dtype *t, const char *field) {
 static kiln_status parse_meta(kiln_rbuf *r, kiln_module *m) {
     uint32_t n = kiln_rbuf_count(r, "meta count", 9);
     if (r->failed) return kiln_rbuf_status(r);
-    if (!(m->meta = kiln_calloc(n, sizeof *m->meta))) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    if (!(m->meta = kiln_calloc(n, sizeof *m->meta)))
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
     m->cap_meta = (int)n;
     for (uint32_t i = 0; i < n; i++) {
         kiln_meta *e = &m->meta[i];
@@ -63,9 +65,15 @@ static kiln_status parse_meta(kiln_rbuf *r, kiln_module *m) {
         uint32_t type = kiln_rbuf_u32(r, "meta type");
         e->type = (kiln_meta_type)type;
         switch (type) {
-        case KILN_META_INT: e->i = (int64_t)kiln_rbuf_u64(r, e->key); break;
-        case KILN_META_FLOAT: e->f = kiln_rbuf_f64(r, e->key); break;
-        case KILN_META_STR: e->s = kiln_rbuf_strdup(r, e->key, MAX_STR); break;
+        case KILN_META_INT:
+            e->i = (int64_t)kiln_rbuf_u64(r, e->key);
+            break;
+        case KILN_META_FLOAT:
+            e->f = kiln_rbuf_f64(r, e->key);
+            break;
+        case KILN_META_STR:
+            e->s = kiln_rbuf_strdup(r, e->key, MAX_STR);
+            break;
         case KILN_META_INT_ARRAY:
         case KILN_META_FLOAT_ARRAY:
         case KILN_META_STR_ARRAY: {
@@ -73,14 +81,20 @@ static kiln_status parse_meta(kiln_rbuf *r, kiln_module *m) {
             if (r->failed) break;
             e->n = k;
             if (type == KILN_META_INT_ARRAY) {
-                if (!(e->ia = kiln_calloc(k, sizeof *e->ia))) return kiln_error(KILN_ERR_NOMEM, "out of memory");
-                for (uint32_t j = 0; j < k; j++) e->ia[j] = (int64_t)kiln_rbuf_u64(r, e->key);
+                if (!(e->ia = kiln_calloc(k, sizeof *e->ia)))
+                    return kiln_error(KILN_ERR_NOMEM, "out of memory");
+                for (uint32_t j = 0; j < k; j++)
+                    e->ia[j] = (int64_t)kiln_rbuf_u64(r, e->key);
             } else if (type == KILN_META_FLOAT_ARRAY) {
-                if (!(e->fa = kiln_calloc(k, sizeof *e->fa))) return kiln_error(KILN_ERR_NOMEM, "out of memory");
-                for (uint32_t j = 0; j < k; j++) e->fa[j] = kiln_rbuf_f64(r, e->key);
+                if (!(e->fa = kiln_calloc(k, sizeof *e->fa)))
+                    return kiln_error(KILN_ERR_NOMEM, "out of memory");
+                for (uint32_t j = 0; j < k; j++)
+                    e->fa[j] = kiln_rbuf_f64(r, e->key);
             } else {
-                if (!(e->sa = kiln_calloc(k, sizeof *e->sa))) return kiln_error(KILN_ERR_NOMEM, "out of memory");
-                for (uint32_t j = 0; j < k && !r->failed; j++) e->sa[j] = kiln_rbuf_strdup(r, e->key, MAX_STR);
+                if (!(e->sa = kiln_calloc(k, sizeof *e->sa)))
+                    return kiln_error(KILN_ERR_NOMEM, "out of memory");
+                for (uint32_t j = 0; j < k && !r->failed; j++)
+                    e->sa[j] = kiln_rbuf_strdup(r, e->key, MAX_STR);
             }
             break;
         }
@@ -96,7 +110,8 @@ static kiln_status parse_meta(kiln_rbuf *r, kiln_module *m) {
 static kiln_status parse_state(kiln_rbuf *r, kiln_module *m) {
     uint32_t n = kiln_rbuf_count(r, "state count", 20);
     if (r->failed) return kiln_rbuf_status(r);
-    if (!(m->states = kiln_calloc(n, sizeof *m->states))) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    if (!(m->states = kiln_calloc(n, sizeof *m->states)))
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
     m->cap_states = (int)n;
     for (uint32_t i = 0; i < n; i++) {
         kiln_state *s = &m->states[i];
@@ -116,14 +131,16 @@ static kiln_status parse_state(kiln_rbuf *r, kiln_module *m) {
 static kiln_status parse_methods(kiln_rbuf *r, kiln_module *m) {
     uint32_t nb = kiln_rbuf_count(r, "backend count", 4);
     if (r->failed) return kiln_rbuf_status(r);
-    if (!(m->backends = kiln_calloc(nb, sizeof *m->backends))) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    if (!(m->backends = kiln_calloc(nb, sizeof *m->backends)))
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; i < nb; i++) {
         if (!(m->backends[i] = kiln_rbuf_strdup(r, "backend name", 64))) return kiln_rbuf_status(r);
         m->n_backends++;
     }
     uint32_t nm = kiln_rbuf_count(r, "method count", 40);
     if (r->failed) return kiln_rbuf_status(r);
-    if (!(m->methods = kiln_calloc(nm, sizeof *m->methods))) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    if (!(m->methods = kiln_calloc(nm, sizeof *m->methods)))
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
     for (uint32_t k = 0; k < nm; k++) {
         kiln_graph *g = &m->methods[k];
         if (!(g->name = kiln_rbuf_strdup(r, "method name", MAX_NAME))) return kiln_rbuf_status(r);
@@ -139,10 +156,12 @@ static kiln_status parse_methods(kiln_rbuf *r, kiln_module *m) {
         if (!r->failed && nv > KILN_MAX_GRAPH)
             kiln_rbuf_fail(r, "method '%s' has %u values, at most %d", g->name, nv, KILN_MAX_GRAPH);
         if (r->failed) return kiln_rbuf_status(r);
-        if (!(g->values = kiln_calloc(nv, sizeof *g->values))) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+        if (!(g->values = kiln_calloc(nv, sizeof *g->values)))
+            return kiln_error(KILN_ERR_NOMEM, "out of memory");
         for (uint32_t i = 0; i < nv; i++) {
             kiln_value *v = &g->values[i];
-            if (!(v->name = kiln_rbuf_strdup(r, "value name", MAX_NAME))) return kiln_rbuf_status(r);
+            if (!(v->name = kiln_rbuf_strdup(r, "value name", MAX_NAME)))
+                return kiln_rbuf_status(r);
             g->n_values++;
             v->kind = (kiln_value_kind)kiln_rbuf_u32(r, "value kind");
             if (read_dtype(r, &v->dtype, v->name) || read_shape(r, &v->ndim, v->ne, v->name))
@@ -151,11 +170,13 @@ static kiln_status parse_methods(kiln_rbuf *r, kiln_module *m) {
             v->ref = kiln_rbuf_i32(r, "ref");
             v->offset = kiln_rbuf_u64(r, "arena offset");
         }
-        uint32_t nn = kiln_rbuf_count(r, "node count", 4 + 4 + 4 + 4 + 4 * KILN_MAX_IATTR + 4 * KILN_MAX_FATTR + 4);
+        uint32_t nn = kiln_rbuf_count(r, "node count",
+                                      4 + 4 + 4 + 4 + 4 * KILN_MAX_IATTR + 4 * KILN_MAX_FATTR + 4);
         if (!r->failed && nn > KILN_MAX_GRAPH)
             kiln_rbuf_fail(r, "method '%s' has %u nodes, at most %d", g->name, nn, KILN_MAX_GRAPH);
         if (r->failed) return kiln_rbuf_status(r);
-        if (!(g->nodes = kiln_calloc(nn, sizeof *g->nodes))) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+        if (!(g->nodes = kiln_calloc(nn, sizeof *g->nodes)))
+            return kiln_error(KILN_ERR_NOMEM, "out of memory");
         for (uint32_t i = 0; i < nn; i++) {
             kiln_node *n = &g->nodes[i];
             if (!(n->name = kiln_rbuf_strdup(r, "node name", MAX_NAME))) return kiln_rbuf_status(r);
@@ -163,27 +184,35 @@ static kiln_status parse_methods(kiln_rbuf *r, kiln_module *m) {
             n->op = (int)kiln_rbuf_u32(r, "node op");
             uint32_t n_in = kiln_rbuf_u32(r, "node input count");
             if (!r->failed && n_in > KILN_MAX_INPUTS) {
-                kiln_rbuf_fail(r, "node '%s' has %u inputs (at most %d)", n->name, n_in, KILN_MAX_INPUTS);
+                kiln_rbuf_fail(r, "node '%s' has %u inputs (at most %d)", n->name, n_in,
+                               KILN_MAX_INPUTS);
                 return kiln_rbuf_status(r);
             }
             n->n_in = (int)n_in;
-            for (uint32_t j = 0; j < n_in; j++) n->in[j] = kiln_rbuf_i32(r, "node input");
+            for (uint32_t j = 0; j < n_in; j++)
+                n->in[j] = kiln_rbuf_i32(r, "node input");
             n->out = kiln_rbuf_i32(r, "node output");
-            for (int j = 0; j < KILN_MAX_IATTR; j++) n->iattr[j] = kiln_rbuf_i32(r, "node int attribute");
-            for (int j = 0; j < KILN_MAX_FATTR; j++) n->fattr[j] = kiln_rbuf_f32(r, "node float attribute");
+            for (int j = 0; j < KILN_MAX_IATTR; j++)
+                n->iattr[j] = kiln_rbuf_i32(r, "node int attribute");
+            for (int j = 0; j < KILN_MAX_FATTR; j++)
+                n->fattr[j] = kiln_rbuf_f32(r, "node float attribute");
             n->backend = (int)kiln_rbuf_u32(r, "node backend");
             if (r->failed) return kiln_rbuf_status(r);
         }
         uint32_t ni = kiln_rbuf_count(r, "input count", 4);
         if (r->failed) return kiln_rbuf_status(r);
-        if (!(g->inputs = kiln_calloc(ni, sizeof *g->inputs))) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+        if (!(g->inputs = kiln_calloc(ni, sizeof *g->inputs)))
+            return kiln_error(KILN_ERR_NOMEM, "out of memory");
         g->n_inputs = (int)ni;
-        for (uint32_t i = 0; i < ni; i++) g->inputs[i] = kiln_rbuf_i32(r, "input index");
+        for (uint32_t i = 0; i < ni; i++)
+            g->inputs[i] = kiln_rbuf_i32(r, "input index");
         uint32_t no = kiln_rbuf_count(r, "output count", 4);
         if (r->failed) return kiln_rbuf_status(r);
-        if (!(g->outputs = kiln_calloc(no, sizeof *g->outputs))) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+        if (!(g->outputs = kiln_calloc(no, sizeof *g->outputs)))
+            return kiln_error(KILN_ERR_NOMEM, "out of memory");
         g->n_outputs = (int)no;
-        for (uint32_t i = 0; i < no; i++) g->outputs[i] = kiln_rbuf_i32(r, "output index");
+        for (uint32_t i = 0; i < no; i++)
+            g->outputs[i] = kiln_rbuf_i32(r, "output index");
         if (r->failed) return kiln_rbuf_status(r);
     }
     return kiln_rbuf_status(r);
@@ -193,7 +222,8 @@ static kiln_status parse_consts(kiln_rbuf *r, kiln_module *m, const uint8_t *wei
                                 uint64_t weights_size) {
     uint32_t n = kiln_rbuf_count(r, "constant count", 36);
     if (r->failed) return kiln_rbuf_status(r);
-    if (!(m->consts = kiln_calloc(n, sizeof *m->consts))) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    if (!(m->consts = kiln_calloc(n, sizeof *m->consts)))
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
     m->cap_consts = (int)n;
     for (uint32_t i = 0; i < n; i++) {
         kiln_const *c = &m->consts[i];
@@ -206,15 +236,17 @@ static kiln_status parse_consts(kiln_rbuf *r, kiln_module *m, const uint8_t *wei
         if (r->failed) return kiln_rbuf_status(r);
         uint64_t want = kiln_shape_bytes(c->dtype, c->ndim, c->ne);
         if (c->nbytes != want || !want) {
-            kiln_rbuf_fail(r, "constant '%s' says %llu bytes, its dtype and shape need %llu", c->name,
-                           (unsigned long long)c->nbytes, (unsigned long long)want);
+            kiln_rbuf_fail(r, "constant '%s' says %llu bytes, its dtype and shape need %llu",
+                           c->name, (unsigned long long)c->nbytes, (unsigned long long)want);
             return kiln_rbuf_status(r);
         }
         if (c->file_offset % KILN_WEIGHT_ALIGN || c->file_offset > weights_size ||
             c->nbytes > weights_size - c->file_offset) {
-            kiln_rbuf_fail(r, "constant '%s': offset %llu + size %llu is misaligned or exceeds the weights section of %llu bytes",
-                           c->name, (unsigned long long)c->file_offset, (unsigned long long)c->nbytes,
-                           (unsigned long long)weights_size);
+            kiln_rbuf_fail(r,
+                           "constant '%s': offset %llu + size %llu is misaligned or exceeds the "
+                           "weights section of %llu bytes",
+                           c->name, (unsigned long long)c->file_offset,
+                           (unsigned long long)c->nbytes, (unsigned long long)weights_size);
             return kiln_rbuf_status(r);
         }
         c->data = weights + c->file_offset;
@@ -222,8 +254,8 @@ static kiln_status parse_consts(kiln_rbuf *r, kiln_module *m, const uint8_t *wei
     return kiln_rbuf_status(r);
 }
 
-kiln_status kiln_program_parse(const uint8_t *data, uint64_t size, const char *path,
-                               kiln_module *m, kiln_section *sec, int *n_sections) {
+kiln_status kiln_program_parse(const uint8_t *data, uint64_t size, const char *path, kiln_module *m,
+                               kiln_section *sec, int *n_sections) {
     const char *name = kiln_basename(path);
     memset(m, 0, sizeof *m);
     *n_sections = 0;
@@ -253,20 +285,24 @@ kiln_status kiln_program_parse(const uint8_t *data, uint64_t size, const char *p
     memcpy(&table, data + KILN_HDR_TABLE_OFFSET, 8);
     memcpy(&crc, data + KILN_HDR_CRC, 4);
     if (kiln_crc32c(0, data, KILN_HDR_CRC) != crc)
-        return fail(path, "header checksum mismatch (field header_crc: stored 0x%08x, computed 0x%08x)",
+        return fail(path,
+                    "header checksum mismatch (field header_crc: stored 0x%08x, computed 0x%08x)",
                     crc, kiln_crc32c(0, data, KILN_HDR_CRC));
     if (hsize != KILN_HEADER_SIZE)
         return fail(path, "header field header_size is %u, expected %d", hsize, KILN_HEADER_SIZE);
     if (fsize != size)
-        return fail(path, "header field file_size says %llu bytes, the file has %llu (truncated or padded?)",
-                    (unsigned long long)fsize, (unsigned long long)size);
+        return fail(
+            path,
+            "header field file_size says %llu bytes, the file has %llu (truncated or padded?)",
+            (unsigned long long)fsize, (unsigned long long)size);
     if (flags != 0) return fail(path, "header field flags is 0x%x, expected 0", flags);
     uint32_t reserved;
     memcpy(&reserved, data + KILN_HDR_RESERVED, 4);
     if (reserved != 0) return fail(path, "header field reserved is 0x%x, expected 0", reserved);
     if (nsec == 0 || nsec > KILN_MAX_SECTIONS)
         return fail(path, "header field n_sections is %u (1..%d allowed)", nsec, KILN_MAX_SECTIONS);
-    if (table < KILN_HEADER_SIZE || table > size || (uint64_t)nsec * KILN_SECTION_ENTRY_SIZE > size - table)
+    if (table < KILN_HEADER_SIZE || table > size ||
+        (uint64_t)nsec * KILN_SECTION_ENTRY_SIZE > size - table)
         return fail(path, "header field table_offset %llu with %u sections lies outside the file",
                     (unsigned long long)table, nsec);
 
@@ -288,12 +324,16 @@ kiln_status kiln_program_parse(const uint8_t *data, uint64_t size, const char *p
         if (by_kind[s->kind])
             return fail(path, "%s: a second '%s' section", field, kiln_section_name(s->kind));
         if (s->align == 0 || (s->align & (s->align - 1)) || s->align > 4096 || s->offset % s->align)
-            return fail(path, "%s: offset %llu does not meet its alignment %u", field, (unsigned long long)s->offset, s->align);
+            return fail(path, "%s: offset %llu does not meet its alignment %u", field,
+                        (unsigned long long)s->offset, s->align);
         if (s->kind == KILN_SEC_WEIGHTS && s->offset % KILN_WEIGHT_ALIGN)
-            return fail(path, "%s: weights offset %llu is not %d-byte aligned", field, (unsigned long long)s->offset, KILN_WEIGHT_ALIGN);
+            return fail(path, "%s: weights offset %llu is not %d-byte aligned", field,
+                        (unsigned long long)s->offset, KILN_WEIGHT_ALIGN);
         if (s->offset < table + (uint64_t)nsec * KILN_SECTION_ENTRY_SIZE || s->offset > size ||
             s->size > size - s->offset)
-            return fail(path, "%s: offset %llu + size %llu lies outside the file (or inside the header)", field, (unsigned long long)s->offset, (unsigned long long)s->size);
+            return fail(path,
+                        "%s: offset %llu + size %llu lies outside the file (or inside the header)",
+                        field, (unsigned long long)s->offset, (unsigned long long)s->size);
         for (uint32_t j = 0; j < i; j++)
             if (s->offset < sec[j].offset + sec[j].size && sec[j].offset < s->offset + s->size &&
                 s->size && sec[j].size)
@@ -307,23 +347,25 @@ kiln_status kiln_program_parse(const uint8_t *data, uint64_t size, const char *p
         const kiln_section *s = by_kind[k];
         uint32_t c = kiln_crc32c(0, data + s->offset, (size_t)s->size);
         if (c != s->crc)
-            return fail(path, "section '%s' checksum mismatch (stored 0x%08x, computed 0x%08x): the file is damaged",
+            return fail(path,
+                        "section '%s' checksum mismatch (stored 0x%08x, computed 0x%08x): the file "
+                        "is damaged",
                         kiln_section_name(k), s->crc, c);
     }
 
     char what[KILN_NAME_MAX + 64];
     kiln_rbuf r;
     kiln_status st;
-#define SECTION(kind, call)                                                                       \
-    do {                                                                                          \
-        const kiln_section *s_ = by_kind[kind];                                                   \
-        snprintf(what, sizeof what, "'%s' section '%s'", name, kiln_section_name(kind));          \
-        kiln_rbuf_init(&r, data + s_->offset, (size_t)s_->size, s_->offset, what);                \
-        if ((st = (call))) return st;                                                             \
-        if (r.pos != r.len) {                                                                     \
-            kiln_rbuf_fail(&r, "%zu bytes after the last record", r.len - r.pos);                 \
-            return kiln_rbuf_status(&r);                                                          \
-        }                                                                                         \
+#define SECTION(kind, call)                                                                        \
+    do {                                                                                           \
+        const kiln_section *s_ = by_kind[kind];                                                    \
+        snprintf(what, sizeof what, "'%s' section '%s'", name, kiln_section_name(kind));           \
+        kiln_rbuf_init(&r, data + s_->offset, (size_t)s_->size, s_->offset, what);                 \
+        if ((st = (call))) return st;                                                              \
+        if (r.pos != r.len) {                                                                      \
+            kiln_rbuf_fail(&r, "%zu bytes after the last record", r.len - r.pos);                  \
+            return kiln_rbuf_status(&r);                                                           \
+        }                                                                                          \
     } while (0)
     SECTION(KILN_SEC_META, parse_meta(&r, m));
     SECTION(KILN_SEC_STATE, parse_state(&r, m));
@@ -333,7 +375,8 @@ kiln_status kiln_program_parse(const uint8_t *data, uint64_t size, const char *p
 #undef SECTION
     const kiln_section *t = by_kind[KILN_SEC_TOKENIZER];
     if (t->size) {
-        if (!(m->tokenizer = kiln_malloc((size_t)t->size))) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+        if (!(m->tokenizer = kiln_malloc((size_t)t->size)))
+            return kiln_error(KILN_ERR_NOMEM, "out of memory");
         memcpy(m->tokenizer, data + t->offset, (size_t)t->size);
         m->tokenizer_len = t->size;
     }

@@ -9,19 +9,26 @@
 
 const char *kiln_section_name(uint32_t kind) {
     switch (kind) {
-    case KILN_SEC_META: return "meta";
-    case KILN_SEC_TOKENIZER: return "tokenizer";
-    case KILN_SEC_STATE: return "state";
-    case KILN_SEC_METHODS: return "methods";
-    case KILN_SEC_CONSTS: return "consts";
-    case KILN_SEC_WEIGHTS: return "weights";
+    case KILN_SEC_META:
+        return "meta";
+    case KILN_SEC_TOKENIZER:
+        return "tokenizer";
+    case KILN_SEC_STATE:
+        return "state";
+    case KILN_SEC_METHODS:
+        return "methods";
+    case KILN_SEC_CONSTS:
+        return "consts";
+    case KILN_SEC_WEIGHTS:
+        return "weights";
     }
     return "unknown";
 }
 
 static void put_shape(kiln_wbuf *b, int ndim, const int64_t *ne) {
     kiln_wbuf_u32(b, (uint32_t)ndim);
-    for (int i = 0; i < ndim; i++) kiln_wbuf_u64(b, (uint64_t)ne[i]);
+    for (int i = 0; i < ndim; i++)
+        kiln_wbuf_u64(b, (uint64_t)ne[i]);
 }
 
 static void write_meta(const kiln_module *m, kiln_wbuf *b) {
@@ -31,20 +38,29 @@ static void write_meta(const kiln_module *m, kiln_wbuf *b) {
         kiln_wbuf_str(b, e->key);
         kiln_wbuf_u32(b, (uint32_t)e->type);
         switch (e->type) {
-        case KILN_META_INT: kiln_wbuf_u64(b, (uint64_t)e->i); break;
-        case KILN_META_FLOAT: kiln_wbuf_f64(b, e->f); break;
-        case KILN_META_STR: kiln_wbuf_str(b, e->s); break;
+        case KILN_META_INT:
+            kiln_wbuf_u64(b, (uint64_t)e->i);
+            break;
+        case KILN_META_FLOAT:
+            kiln_wbuf_f64(b, e->f);
+            break;
+        case KILN_META_STR:
+            kiln_wbuf_str(b, e->s);
+            break;
         case KILN_META_INT_ARRAY:
             kiln_wbuf_u32(b, e->n);
-            for (uint32_t j = 0; j < e->n; j++) kiln_wbuf_u64(b, (uint64_t)e->ia[j]);
+            for (uint32_t j = 0; j < e->n; j++)
+                kiln_wbuf_u64(b, (uint64_t)e->ia[j]);
             break;
         case KILN_META_FLOAT_ARRAY:
             kiln_wbuf_u32(b, e->n);
-            for (uint32_t j = 0; j < e->n; j++) kiln_wbuf_f64(b, e->fa[j]);
+            for (uint32_t j = 0; j < e->n; j++)
+                kiln_wbuf_f64(b, e->fa[j]);
             break;
         case KILN_META_STR_ARRAY:
             kiln_wbuf_u32(b, e->n);
-            for (uint32_t j = 0; j < e->n; j++) kiln_wbuf_str(b, e->sa[j]);
+            for (uint32_t j = 0; j < e->n; j++)
+                kiln_wbuf_str(b, e->sa[j]);
             break;
         }
     }
@@ -61,7 +77,8 @@ static void write_state(const kiln_module *m, kiln_wbuf *b) {
 
 static void write_methods(const kiln_module *m, kiln_wbuf *b) {
     kiln_wbuf_u32(b, (uint32_t)m->n_backends);
-    for (int i = 0; i < m->n_backends; i++) kiln_wbuf_str(b, m->backends[i]);
+    for (int i = 0; i < m->n_backends; i++)
+        kiln_wbuf_str(b, m->backends[i]);
     kiln_wbuf_u32(b, (uint32_t)m->n_methods);
     for (int k = 0; k < m->n_methods; k++) {
         const kiln_graph *g = &m->methods[k];
@@ -86,16 +103,21 @@ static void write_methods(const kiln_module *m, kiln_wbuf *b) {
             kiln_wbuf_str(b, n->name);
             kiln_wbuf_u32(b, (uint32_t)n->op);
             kiln_wbuf_u32(b, (uint32_t)n->n_in);
-            for (int j = 0; j < n->n_in; j++) kiln_wbuf_i32(b, n->in[j]);
+            for (int j = 0; j < n->n_in; j++)
+                kiln_wbuf_i32(b, n->in[j]);
             kiln_wbuf_i32(b, n->out);
-            for (int j = 0; j < KILN_MAX_IATTR; j++) kiln_wbuf_i32(b, n->iattr[j]);
-            for (int j = 0; j < KILN_MAX_FATTR; j++) kiln_wbuf_f32(b, n->fattr[j]);
+            for (int j = 0; j < KILN_MAX_IATTR; j++)
+                kiln_wbuf_i32(b, n->iattr[j]);
+            for (int j = 0; j < KILN_MAX_FATTR; j++)
+                kiln_wbuf_f32(b, n->fattr[j]);
             kiln_wbuf_u32(b, (uint32_t)n->backend);
         }
         kiln_wbuf_u32(b, (uint32_t)g->n_inputs);
-        for (int i = 0; i < g->n_inputs; i++) kiln_wbuf_i32(b, g->inputs[i]);
+        for (int i = 0; i < g->n_inputs; i++)
+            kiln_wbuf_i32(b, g->inputs[i]);
         kiln_wbuf_u32(b, (uint32_t)g->n_outputs);
-        for (int i = 0; i < g->n_outputs; i++) kiln_wbuf_i32(b, g->outputs[i]);
+        for (int i = 0; i < g->n_outputs; i++)
+            kiln_wbuf_i32(b, g->outputs[i]);
     }
 }
 
@@ -165,8 +187,8 @@ kiln_status kiln_program_write(const kiln_module *m, const char *path,
     uint64_t pos = KILN_HEADER_SIZE + 6 * KILN_SECTION_ENTRY_SIZE;
     for (int i = 0; i < 5; i++) {
         pos = kiln_align_up(pos, 8);
-        sec[i] = (kiln_section){kinds[i], 8, pos, bufs[i].len,
-                                kiln_crc32c(0, bufs[i].data, bufs[i].len), 0};
+        sec[i] = (kiln_section){
+            kinds[i], 8, pos, bufs[i].len, kiln_crc32c(0, bufs[i].data, bufs[i].len), 0};
         pos += bufs[i].len;
     }
     pos = kiln_align_up(pos, KILN_WEIGHT_ALIGN);
@@ -248,7 +270,8 @@ kiln_status kiln_program_write(const kiln_module *m, const char *path,
         st = kiln_error(KILN_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
     f = NULL;
 done:
-    for (int i = 0; i < 5; i++) kiln_wbuf_free(&bufs[i]);
+    for (int i = 0; i < 5; i++)
+        kiln_wbuf_free(&bufs[i]);
     kiln_free(offsets);
     return st;
 }

@@ -15,33 +15,53 @@
 #define MAX_STRING ((uint64_t)1 << 30)
 
 const char *kiln_ggml_type_name(uint32_t t) {
-    static const char *names[] = {"F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1",
-                                  "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS",
-                                  "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16",
-                                  "I32", "I64", "F64", "IQ1_M", "BF16"};
+    static const char *names[] = {
+        "F32",     "F16",    "Q4_0",    "Q4_1",  "Q4_2",   "Q4_3",  "Q5_0",  "Q5_1",
+        "Q8_0",    "Q8_1",   "Q2_K",    "Q3_K",  "Q4_K",   "Q5_K",  "Q6_K",  "Q8_K",
+        "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
+        "I8",      "I16",    "I32",     "I64",   "F64",    "IQ1_M", "BF16"};
     return t < sizeof names / sizeof *names ? names[t] : "unknown";
 }
 
 static int ggml_to_dtype(uint32_t t) {
     switch (t) {
-    case 0: return KILN_F32;
-    case 1: return KILN_F16;
-    case 2: return KILN_Q4_0;
-    case 3: return KILN_Q4_1;
-    case 8: return KILN_Q8_0;
-    case 12: return KILN_Q4_K;
-    case 14: return KILN_Q6_K;
-    case 30: return KILN_BF16;
+    case 0:
+        return KILN_F32;
+    case 1:
+        return KILN_F16;
+    case 2:
+        return KILN_Q4_0;
+    case 3:
+        return KILN_Q4_1;
+    case 8:
+        return KILN_Q8_0;
+    case 12:
+        return KILN_Q4_K;
+    case 14:
+        return KILN_Q6_K;
+    case 30:
+        return KILN_BF16;
     }
     return -1;
 }
 
 static uint64_t scalar_size(uint32_t t) {
     switch (t) {
-    case KILN_GGUF_U8: case KILN_GGUF_I8: case KILN_GGUF_BOOL: return 1;
-    case KILN_GGUF_U16: case KILN_GGUF_I16: return 2;
-    case KILN_GGUF_U32: case KILN_GGUF_I32: case KILN_GGUF_F32: return 4;
-    case KILN_GGUF_U64: case KILN_GGUF_I64: case KILN_GGUF_F64: return 8;
+    case KILN_GGUF_U8:
+    case KILN_GGUF_I8:
+    case KILN_GGUF_BOOL:
+        return 1;
+    case KILN_GGUF_U16:
+    case KILN_GGUF_I16:
+        return 2;
+    case KILN_GGUF_U32:
+    case KILN_GGUF_I32:
+    case KILN_GGUF_F32:
+        return 4;
+    case KILN_GGUF_U64:
+    case KILN_GGUF_I64:
+    case KILN_GGUF_F64:
+        return 8;
     }
     return 0;
 }
@@ -51,7 +71,8 @@ static void skip_string(kiln_rbuf *r, const char *field) {
     uint64_t n = kiln_rbuf_u64(r, field);
     if (r->failed) return;
     if (n > MAX_STRING || n > r->len - r->pos) {
-        kiln_rbuf_fail(r, "string '%s' of %llu bytes runs past the end of the file", field, (unsigned long long)n);
+        kiln_rbuf_fail(r, "string '%s' of %llu bytes runs past the end of the file", field,
+                       (unsigned long long)n);
         return;
     }
     r->pos += (size_t)n;
@@ -86,20 +107,24 @@ static void read_value(kiln_rbuf *r, kiln_gguf_kv *kv) {
         start = r->pos;
         if (kv->elem_type == KILN_GGUF_STRING) {
             if (kv->n > r->len - r->pos) { /* every string takes at least 8 bytes */
-                kiln_rbuf_fail(r, "array '%s' claims %llu strings", kv->key, (unsigned long long)kv->n);
+                kiln_rbuf_fail(r, "array '%s' claims %llu strings", kv->key,
+                               (unsigned long long)kv->n);
                 return;
             }
-            for (uint64_t i = 0; i < kv->n && !r->failed; i++) skip_string(r, kv->key);
+            for (uint64_t i = 0; i < kv->n && !r->failed; i++)
+                skip_string(r, kv->key);
         } else {
             uint64_t es = scalar_size(kv->elem_type), total;
             if (!es) {
-                kiln_rbuf_fail(r, "array '%s' has element type %u (nested arrays are not GGUF metadata Kiln reads)",
+                kiln_rbuf_fail(r,
+                               "array '%s' has element type %u (nested arrays are not GGUF "
+                               "metadata Kiln reads)",
                                kv->key, kv->elem_type);
                 return;
             }
             if (!kiln_mul_ok(es, kv->n, &total) || total > r->len - r->pos) {
-                kiln_rbuf_fail(r, "array '%s' of %llu elements runs past the end of the file", kv->key,
-                               (unsigned long long)kv->n);
+                kiln_rbuf_fail(r, "array '%s' of %llu elements runs past the end of the file",
+                               kv->key, (unsigned long long)kv->n);
                 return;
             }
             r->pos += (size_t)total;
@@ -119,8 +144,10 @@ static void read_value(kiln_rbuf *r, kiln_gguf_kv *kv) {
 }
 
 void kiln_gguf_free(kiln_gguf *g) {
-    for (uint64_t i = 0; g->kv && i < g->n_kv; i++) kiln_free(g->kv[i].key);
-    for (uint64_t i = 0; g->tensors && i < g->n_tensors; i++) kiln_free(g->tensors[i].name);
+    for (uint64_t i = 0; g->kv && i < g->n_kv; i++)
+        kiln_free(g->kv[i].key);
+    for (uint64_t i = 0; g->tensors && i < g->n_tensors; i++)
+        kiln_free(g->tensors[i].name);
     kiln_free(g->kv);
     kiln_free(g->tensors);
     memset(g, 0, sizeof *g);
@@ -146,8 +173,9 @@ kiln_status kiln_gguf_parse(const uint8_t *data, uint64_t size, const char *path
     if (r.failed) return kiln_rbuf_status(&r);
     /* Each key/value takes at least 12 bytes, each tensor info at least 24. */
     if (nkv > (r.len - r.pos) / 12 || nt > (r.len - r.pos) / 24) {
-        kiln_rbuf_fail(&r, "header claims %llu metadata keys and %llu tensors, more than the file can hold",
-                       (unsigned long long)nkv, (unsigned long long)nt);
+        kiln_rbuf_fail(
+            &r, "header claims %llu metadata keys and %llu tensors, more than the file can hold",
+            (unsigned long long)nkv, (unsigned long long)nt);
         return kiln_rbuf_status(&r);
     }
     if (!(g->kv = kiln_calloc((size_t)nkv + 1, sizeof *g->kv)) ||
@@ -165,14 +193,16 @@ kiln_status kiln_gguf_parse(const uint8_t *data, uint64_t size, const char *path
     kiln_status st = kiln_gguf_get_int(g, path, "general.alignment", 0, &align);
     if (st) return st;
     if (align < 1 || align > 65536 || (align & (align - 1)))
-        return kiln_error(KILN_ERR_FORMAT, "%s: general.alignment is %lld, expected a power of two", what, (long long)align);
+        return kiln_error(KILN_ERR_FORMAT, "%s: general.alignment is %lld, expected a power of two",
+                          what, (long long)align);
     g->alignment = (uint64_t)align;
     for (uint64_t i = 0; i < nt; i++) {
         kiln_gguf_tensor *t = &g->tensors[i];
         if (!(t->name = read_string(&r, "tensor name", MAX_KEY))) return kiln_rbuf_status(&r);
         g->n_tensors++;
         uint32_t nd = kiln_rbuf_u32(&r, t->name);
-        if (!r.failed && (nd < 1 || nd > 4)) kiln_rbuf_fail(&r, "tensor '%s' has %u dims (1..4)", t->name, nd);
+        if (!r.failed && (nd < 1 || nd > 4))
+            kiln_rbuf_fail(&r, "tensor '%s' has %u dims (1..4)", t->name, nd);
         for (uint32_t d = 0; d < nd && !r.failed; d++) {
             uint64_t n = kiln_rbuf_u64(&r, t->name);
             if (!r.failed && (n == 0 || n > ((uint64_t)1 << 40)))
@@ -185,15 +215,18 @@ kiln_status kiln_gguf_parse(const uint8_t *data, uint64_t size, const char *path
         if (r.failed) return kiln_rbuf_status(&r);
         t->dtype = ggml_to_dtype(t->ggml_type);
         if (t->offset % g->alignment)
-            return kiln_error(KILN_ERR_FORMAT, "%s: tensor '%s' offset %llu is not a multiple of the alignment %llu",
-                              what, t->name, (unsigned long long)t->offset, (unsigned long long)g->alignment);
+            return kiln_error(KILN_ERR_FORMAT,
+                              "%s: tensor '%s' offset %llu is not a multiple of the alignment %llu",
+                              what, t->name, (unsigned long long)t->offset,
+                              (unsigned long long)g->alignment);
     }
     g->data_offset = kiln_align_up(r.pos, g->alignment);
     /* A file with no tensors (llama.cpp's vocabulary-only GGUFs) may end
      * before the padding that would start its empty data section. */
     if (nt == 0 && g->data_offset > size) g->data_offset = size;
     if (g->data_offset > size)
-        return kiln_error(KILN_ERR_FORMAT, "%s: data section starts at %llu, past the end of the file (%llu bytes)",
+        return kiln_error(KILN_ERR_FORMAT,
+                          "%s: data section starts at %llu, past the end of the file (%llu bytes)",
                           what, (unsigned long long)g->data_offset, (unsigned long long)size);
     for (uint64_t i = 0; i < nt; i++) {
         kiln_gguf_tensor *t = &g->tensors[i];
@@ -202,16 +235,19 @@ kiln_status kiln_gguf_parse(const uint8_t *data, uint64_t size, const char *path
                 return kiln_error(KILN_ERR_FORMAT, "%s: tensor '%s' appears twice", what, t->name);
         if (t->dtype < 0) continue; /* an error only if the model uses it */
         int64_t ne_rev[4];
-        for (int d = 0; d < t->ndim; d++) ne_rev[d] = t->ne[t->ndim - 1 - d];
+        for (int d = 0; d < t->ndim; d++)
+            ne_rev[d] = t->ne[t->ndim - 1 - d];
         t->nbytes = kiln_shape_bytes((kiln_dtype)t->dtype, t->ndim, ne_rev);
         if (!t->nbytes)
-            return kiln_error(KILN_ERR_FORMAT, "%s: tensor '%s' of type %s has rows of %lld, not whole blocks of %d",
+            return kiln_error(KILN_ERR_FORMAT,
+                              "%s: tensor '%s' of type %s has rows of %lld, not whole blocks of %d",
                               what, t->name, kiln_ggml_type_name(t->ggml_type), (long long)t->ne[0],
                               kiln_dtype_block((kiln_dtype)t->dtype));
         uint64_t avail = size - g->data_offset;
         if (t->offset > avail || t->nbytes > avail - t->offset)
             return kiln_error(KILN_ERR_FORMAT,
-                              "%s: tensor '%s': offset %llu + size %llu exceeds the data section of %llu bytes (truncated file?)",
+                              "%s: tensor '%s': offset %llu + size %llu exceeds the data section "
+                              "of %llu bytes (truncated file?)",
                               what, t->name, (unsigned long long)(g->data_offset + t->offset),
                               (unsigned long long)t->nbytes, (unsigned long long)size);
         t->data = data + g->data_offset + t->offset;
@@ -226,7 +262,8 @@ const kiln_gguf_kv *kiln_gguf_find(const kiln_gguf *g, const char *key) {
 }
 
 static kiln_status missing(const char *path, const char *key) {
-    return kiln_error(KILN_ERR_FORMAT, "'%s': metadata key '%s' is missing", kiln_basename(path), key);
+    return kiln_error(KILN_ERR_FORMAT, "'%s': metadata key '%s' is missing", kiln_basename(path),
+                      key);
 }
 
 static kiln_status wrong_type(const char *path, const char *key, const char *want, uint32_t type) {
@@ -234,18 +271,45 @@ static kiln_status wrong_type(const char *path, const char *key, const char *wan
                       kiln_basename(path), key, want, type);
 }
 
-kiln_status kiln_gguf_get_int(const kiln_gguf *g, const char *path, const char *key, int required, int64_t *out) {
+kiln_status kiln_gguf_get_int(const kiln_gguf *g, const char *path, const char *key, int required,
+                              int64_t *out) {
     const kiln_gguf_kv *kv = kiln_gguf_find(g, key);
     if (!kv) return required ? missing(path, key) : KILN_OK;
     const uint8_t *p = kv->raw;
     switch (kv->type) {
-    case KILN_GGUF_U8: *out = p[0]; return KILN_OK;
-    case KILN_GGUF_I8: *out = (int8_t)p[0]; return KILN_OK;
-    case KILN_GGUF_U16: { uint16_t v; memcpy(&v, p, 2); *out = v; return KILN_OK; }
-    case KILN_GGUF_I16: { int16_t v; memcpy(&v, p, 2); *out = v; return KILN_OK; }
-    case KILN_GGUF_U32: { uint32_t v; memcpy(&v, p, 4); *out = v; return KILN_OK; }
-    case KILN_GGUF_I32: { int32_t v; memcpy(&v, p, 4); *out = v; return KILN_OK; }
-    case KILN_GGUF_BOOL: *out = p[0] != 0; return KILN_OK;
+    case KILN_GGUF_U8:
+        *out = p[0];
+        return KILN_OK;
+    case KILN_GGUF_I8:
+        *out = (int8_t)p[0];
+        return KILN_OK;
+    case KILN_GGUF_U16: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        *out = v;
+        return KILN_OK;
+    }
+    case KILN_GGUF_I16: {
+        int16_t v;
+        memcpy(&v, p, 2);
+        *out = v;
+        return KILN_OK;
+    }
+    case KILN_GGUF_U32: {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        *out = v;
+        return KILN_OK;
+    }
+    case KILN_GGUF_I32: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        *out = v;
+        return KILN_OK;
+    }
+    case KILN_GGUF_BOOL:
+        *out = p[0] != 0;
+        return KILN_OK;
     case KILN_GGUF_U64: {
         uint64_t v;
         memcpy(&v, p, 8);
@@ -253,12 +317,15 @@ kiln_status kiln_gguf_get_int(const kiln_gguf *g, const char *path, const char *
         *out = (int64_t)v;
         return KILN_OK;
     }
-    case KILN_GGUF_I64: memcpy(out, p, 8); return KILN_OK;
+    case KILN_GGUF_I64:
+        memcpy(out, p, 8);
+        return KILN_OK;
     }
     return wrong_type(path, key, "an integer", kv->type);
 }
 
-kiln_status kiln_gguf_get_float(const kiln_gguf *g, const char *path, const char *key, int required, double *out) {
+kiln_status kiln_gguf_get_float(const kiln_gguf *g, const char *path, const char *key, int required,
+                                double *out) {
     const kiln_gguf_kv *kv = kiln_gguf_find(g, key);
     if (!kv) return required ? missing(path, key) : KILN_OK;
     if (kv->type == KILN_GGUF_F32) {
@@ -269,7 +336,8 @@ kiln_status kiln_gguf_get_float(const kiln_gguf *g, const char *path, const char
         memcpy(out, kv->raw, 8);
     } else {
         int64_t i;
-        if (kiln_gguf_get_int(g, path, key, 1, &i)) return wrong_type(path, key, "a number", kv->type);
+        if (kiln_gguf_get_int(g, path, key, 1, &i))
+            return wrong_type(path, key, "a number", kv->type);
         *out = (double)i;
     }
     if (!isfinite(*out)) return wrong_type(path, key, "a finite number", kv->type);
@@ -318,10 +386,12 @@ kiln_status kiln_gguf_store_meta(kiln_module *m, const kiln_gguf *g, const char 
         for (uint64_t i = 0; i < kv->n; i++) {
             uint64_t n;
             memcpy(&n, p, 8);
-            sa[i] = kiln_strndup((const char *)p + 8, (size_t)n); /* may hold NUL bytes: cut there */
+            sa[i] =
+                kiln_strndup((const char *)p + 8, (size_t)n); /* may hold NUL bytes: cut there */
             p += 8 + n;
             if (!sa[i]) {
-                for (uint64_t j = 0; j < i; j++) kiln_free(sa[j]);
+                for (uint64_t j = 0; j < i; j++)
+                    kiln_free(sa[j]);
                 kiln_free(sa);
                 return kiln_error(KILN_ERR_NOMEM, "out of memory");
             }
@@ -348,13 +418,40 @@ kiln_status kiln_gguf_store_meta(kiln_module *m, const kiln_gguf *g, const char 
     for (uint64_t i = 0; i < kv->n; i++) {
         const uint8_t *q = p + es * i;
         switch (kv->elem_type) {
-        case KILN_GGUF_U8: case KILN_GGUF_BOOL: ia[i] = q[0]; break;
-        case KILN_GGUF_I8: ia[i] = (int8_t)q[0]; break;
-        case KILN_GGUF_U16: { uint16_t v; memcpy(&v, q, 2); ia[i] = v; break; }
-        case KILN_GGUF_I16: { int16_t v; memcpy(&v, q, 2); ia[i] = v; break; }
-        case KILN_GGUF_U32: { uint32_t v; memcpy(&v, q, 4); ia[i] = v; break; }
-        case KILN_GGUF_I32: { int32_t v; memcpy(&v, q, 4); ia[i] = v; break; }
-        default: memcpy(&ia[i], q, 8); break;
+        case KILN_GGUF_U8:
+        case KILN_GGUF_BOOL:
+            ia[i] = q[0];
+            break;
+        case KILN_GGUF_I8:
+            ia[i] = (int8_t)q[0];
+            break;
+        case KILN_GGUF_U16: {
+            uint16_t v;
+            memcpy(&v, q, 2);
+            ia[i] = v;
+            break;
+        }
+        case KILN_GGUF_I16: {
+            int16_t v;
+            memcpy(&v, q, 2);
+            ia[i] = v;
+            break;
+        }
+        case KILN_GGUF_U32: {
+            uint32_t v;
+            memcpy(&v, q, 4);
+            ia[i] = v;
+            break;
+        }
+        case KILN_GGUF_I32: {
+            int32_t v;
+            memcpy(&v, q, 4);
+            ia[i] = v;
+            break;
+        }
+        default:
+            memcpy(&ia[i], q, 8);
+            break;
         }
     }
     return kiln_meta_set_int_array_owned(m, key, ia, (uint32_t)kv->n);
@@ -374,9 +471,11 @@ kiln_status kiln_gguf_import(kiln_import *imp, const char *path, kiln_module *m)
     kiln_llama_config *c = &imp->cfg;
     memset(c, 0, sizeof *c);
     snprintf(c->arch, sizeof c->arch, "%.*s", (int)(arch_len < 31 ? arch_len : 31), arch);
-    int is_llama = !strcmp(c->arch, "llama"), is_qwen2 = !strcmp(c->arch, "qwen2"), is_qwen3 = !strcmp(c->arch, "qwen3");
+    int is_llama = !strcmp(c->arch, "llama"), is_qwen2 = !strcmp(c->arch, "qwen2"),
+        is_qwen3 = !strcmp(c->arch, "qwen3");
     if ((!is_llama && !is_qwen2 && !is_qwen3) || arch_len >= 31) {
-        st = kiln_error(KILN_ERR_UNSUPPORTED, "'%s': architecture '%.*s' is not one Kiln builds (llama, qwen2, qwen3)",
+        st = kiln_error(KILN_ERR_UNSUPPORTED,
+                        "'%s': architecture '%.*s' is not one Kiln builds (llama, qwen2, qwen3)",
                         file, (int)(arch_len > 64 ? 64 : arch_len), arch);
         goto done;
     }
@@ -384,9 +483,13 @@ kiln_status kiln_gguf_import(kiln_import *imp, const char *path, kiln_module *m)
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, c->arch), key)
     int64_t v;
     double f;
-    struct { const char *suffix; int *dst; int required; } ints[] = {
-        {"embedding_length", &c->n_embd, 1},       {"feed_forward_length", &c->n_ff, 1},
-        {"block_count", &c->n_layer, 1},           {"attention.head_count", &c->n_head, 1},
+    struct {
+        const char *suffix;
+        int *dst;
+        int required;
+    } ints[] = {
+        {"embedding_length", &c->n_embd, 1},    {"feed_forward_length", &c->n_ff, 1},
+        {"block_count", &c->n_layer, 1},        {"attention.head_count", &c->n_head, 1},
         {"context_length", &c->n_ctx_train, 1},
     };
     for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
@@ -394,7 +497,8 @@ kiln_status kiln_gguf_import(kiln_import *imp, const char *path, kiln_module *m)
         snprintf(key, sizeof key, "%s.%s", c->arch, ints[i].suffix);
         if ((st = kiln_gguf_get_int(&g, path, key, ints[i].required, &v))) goto done;
         if (v < 0 || v > (1 << 24)) {
-            st = kiln_error(KILN_ERR_FORMAT, "'%s': metadata key '%s' is %lld, out of range", file, key, (long long)v);
+            st = kiln_error(KILN_ERR_FORMAT, "'%s': metadata key '%s' is %lld, out of range", file,
+                            key, (long long)v);
             goto done;
         }
         *ints[i].dst = (int)v;
@@ -409,7 +513,8 @@ kiln_status kiln_gguf_import(kiln_import *imp, const char *path, kiln_module *m)
     if ((st = kiln_gguf_get_int(&g, path, KEY("rope.dimension_count"), 0, &v))) goto done;
     c->n_rot = v >= 0 && v <= 4096 ? (int)v : -1;
     f = 1e-5;
-    if ((st = kiln_gguf_get_float(&g, path, KEY("attention.layer_norm_rms_epsilon"), 0, &f))) goto done;
+    if ((st = kiln_gguf_get_float(&g, path, KEY("attention.layer_norm_rms_epsilon"), 0, &f)))
+        goto done;
     c->norm_eps = (float)f;
     f = 10000.0;
     if ((st = kiln_gguf_get_float(&g, path, KEY("rope.freq_base"), 0, &f))) goto done;
@@ -425,13 +530,15 @@ kiln_status kiln_gguf_import(kiln_import *imp, const char *path, kiln_module *m)
     for (uint64_t i = 0; i < g.n_tensors; i++) {
         const kiln_gguf_tensor *t = &g.tensors[i];
         if (t->dtype < 0) {
-            st = kiln_error(KILN_ERR_UNSUPPORTED, "'%s': tensor '%s' has type %s, which Kiln does not read "
-                            "(F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K); requantize it", file, t->name,
-                            kiln_ggml_type_name(t->ggml_type));
+            st = kiln_error(KILN_ERR_UNSUPPORTED,
+                            "'%s': tensor '%s' has type %s, which Kiln does not read "
+                            "(F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K); requantize it",
+                            file, t->name, kiln_ggml_type_name(t->ggml_type));
             goto done;
         }
         int64_t ne[4];
-        for (int d = 0; d < t->ndim; d++) ne[d] = t->ne[t->ndim - 1 - d];
+        for (int d = 0; d < t->ndim; d++)
+            ne[d] = t->ne[t->ndim - 1 - d];
         if (kiln_module_add_const(m, t->name, (kiln_dtype)t->dtype, t->ndim, ne, t->data) < 0) {
             st = kiln_error_wrap(KILN_ERR_FORMAT, "'%s'", file);
             goto done;
@@ -457,7 +564,8 @@ kiln_status kiln_gguf_import(kiln_import *imp, const char *path, kiln_module *m)
     id = -1;
     if ((st = kiln_gguf_get_int(&g, path, "tokenizer.ggml.eot_token_id", 0, &id))) goto done;
     if (id >= 0 && id < c->n_vocab && (n_end == 0 || end[0] != id)) end[n_end++] = id;
-    if (n_end && (st = kiln_meta_set_int_array(m, "llm.end_token_ids", end, (uint32_t)n_end))) goto done;
+    if (n_end && (st = kiln_meta_set_int_array(m, "llm.end_token_ids", end, (uint32_t)n_end)))
+        goto done;
 done:
     kiln_gguf_free(&g);
     return st;

@@ -7,9 +7,19 @@
 #include "ir/graph.h"
 
 enum {
-    KILN_GGUF_U8 = 0, KILN_GGUF_I8 = 1, KILN_GGUF_U16 = 2, KILN_GGUF_I16 = 3, KILN_GGUF_U32 = 4,
-    KILN_GGUF_I32 = 5, KILN_GGUF_F32 = 6, KILN_GGUF_BOOL = 7, KILN_GGUF_STRING = 8, KILN_GGUF_ARRAY = 9,
-    KILN_GGUF_U64 = 10, KILN_GGUF_I64 = 11, KILN_GGUF_F64 = 12,
+    KILN_GGUF_U8 = 0,
+    KILN_GGUF_I8 = 1,
+    KILN_GGUF_U16 = 2,
+    KILN_GGUF_I16 = 3,
+    KILN_GGUF_U32 = 4,
+    KILN_GGUF_I32 = 5,
+    KILN_GGUF_F32 = 6,
+    KILN_GGUF_BOOL = 7,
+    KILN_GGUF_STRING = 8,
+    KILN_GGUF_ARRAY = 9,
+    KILN_GGUF_U64 = 10,
+    KILN_GGUF_I64 = 11,
+    KILN_GGUF_F64 = 12,
 };
 
 typedef struct kiln_gguf_kv {
@@ -24,10 +34,10 @@ typedef struct kiln_gguf_kv {
 typedef struct kiln_gguf_tensor {
     char *name;
     int ndim;
-    int64_t ne[4];      /* GGML order: ne[0] is the contiguous dimension */
+    int64_t ne[4]; /* GGML order: ne[0] is the contiguous dimension */
     uint32_t ggml_type;
-    int dtype;          /* the kiln_dtype, or -1 when Kiln has no reader for ggml_type */
-    uint64_t offset;    /* from the start of the data section */
+    int dtype;       /* the kiln_dtype, or -1 when Kiln has no reader for ggml_type */
+    uint64_t offset; /* from the start of the data section */
     uint64_t nbytes;
     const uint8_t *data;
 } kiln_gguf_tensor;
@@ -45,8 +55,10 @@ void kiln_gguf_free(kiln_gguf *g);
 const kiln_gguf_kv *kiln_gguf_find(const kiln_gguf *g, const char *key);
 /* Typed getters: KILN_ERR_FORMAT naming the key when it has another type;
  * `required` = 0 leaves *out untouched and returns OK when the key is absent. */
-kiln_status kiln_gguf_get_int(const kiln_gguf *g, const char *path, const char *key, int required, int64_t *out);
-kiln_status kiln_gguf_get_float(const kiln_gguf *g, const char *path, const char *key, int required, double *out);
+kiln_status kiln_gguf_get_int(const kiln_gguf *g, const char *path, const char *key, int required,
+                              int64_t *out);
+kiln_status kiln_gguf_get_float(const kiln_gguf *g, const char *path, const char *key, int required,
+                                double *out);
 /* Borrowed, not NUL-terminated. */
 kiln_status kiln_gguf_get_str(const kiln_gguf *g, const char *path, const char *key, int required,
                               const char **s, uint64_t *len);

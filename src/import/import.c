@@ -17,7 +17,8 @@ kiln_status kiln_import_map(kiln_import *imp, const char *path, const kiln_file_
 }
 
 void kiln_import_close(kiln_import *imp) {
-    for (int i = 0; i < imp->n_maps; i++) kiln_file_map_close(&imp->maps[i]);
+    for (int i = 0; i < imp->n_maps; i++)
+        kiln_file_map_close(&imp->maps[i]);
     imp->n_maps = 0;
 }
 
@@ -33,14 +34,16 @@ kiln_status kiln_llama2c_import_file(kiln_import *imp, const char *path, kiln_mo
     return kiln_meta_set_int_array(m, "llm.end_token_ids", end, 1);
 }
 
-kiln_status kiln_import_open(const char *path, const char *tokenizer, kiln_import *imp, kiln_module *m) {
+kiln_status kiln_import_open(const char *path, const char *tokenizer, kiln_import *imp,
+                             kiln_module *m) {
     memset(imp, 0, sizeof *imp);
     kiln_status st;
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         if (tokenizer)
-            return kiln_error(KILN_ERR_INVALID_ARG, "--tokenizer is for llama2.c checkpoints; a Hugging Face "
-                                                    "folder brings its own tokenizer.json");
+            return kiln_error(KILN_ERR_INVALID_ARG,
+                              "--tokenizer is for llama2.c checkpoints; a Hugging Face "
+                              "folder brings its own tokenizer.json");
         st = kiln_hf_import(imp, path, m);
     } else {
         FILE *f = fopen(path, "rb");

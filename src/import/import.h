@@ -25,7 +25,8 @@ kiln_status kiln_import_map(kiln_import *imp, const char *path, const kiln_file_
  * GGUF; otherwise llama2.c), imports it, and stores the tokenizer it brings
  * (kiln_import_tokenizer). `tokenizer`: a separate tokenizer file
  * (llama2.c), or NULL. */
-kiln_status kiln_import_open(const char *path, const char *tokenizer, kiln_import *imp, kiln_module *m);
+kiln_status kiln_import_open(const char *path, const char *tokenizer, kiln_import *imp,
+                             kiln_module *m);
 void kiln_import_close(kiln_import *imp);
 
 /* The importers. */

@@ -23,15 +23,18 @@ kiln_status kiln_llama2c_import(const kiln_file_map *map, const char *path, kiln
                                 kiln_module *m) {
     const char *file = kiln_basename(path);
     if (map->size < HEADER_BYTES)
-        return kiln_error(KILN_ERR_FORMAT, "'%s': %zu bytes is shorter than the 28-byte llama2.c header",
-                          file, map->size);
+        return kiln_error(KILN_ERR_FORMAT,
+                          "'%s': %zu bytes is shorter than the 28-byte llama2.c header", file,
+                          map->size);
     int32_t h[7];
     memcpy(h, map->data, sizeof h);
-    static const char *fields[7] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"};
+    static const char *fields[7] = {"dim",        "hidden_dim", "n_layers", "n_heads",
+                                    "n_kv_heads", "vocab_size", "seq_len"};
     for (int i = 0; i < 7; i++)
         if (h[i] == 0 || (h[i] < 0 && i != 5) || h[i] == INT32_MIN)
-            return kiln_error(KILN_ERR_FORMAT, "'%s': header field %s is %d, expected a positive count",
-                              file, fields[i], h[i]);
+            return kiln_error(KILN_ERR_FORMAT,
+                              "'%s': header field %s is %d, expected a positive count", file,
+                              fields[i], h[i]);
     memset(c, 0, sizeof *c);
     snprintf(c->arch, sizeof c->arch, "llama2c");
     c->n_embd = h[0];
@@ -43,8 +46,9 @@ kiln_status kiln_llama2c_import(const kiln_file_map *map, const char *path, kiln
     c->tied_output = h[5] > 0;
     c->n_ctx_train = h[6];
     if (c->n_head > 0 && c->n_embd % c->n_head)
-        return kiln_error(KILN_ERR_FORMAT, "'%s': header field dim %d is not a multiple of n_heads %d",
-                          file, c->n_embd, c->n_head);
+        return kiln_error(KILN_ERR_FORMAT,
+                          "'%s': header field dim %d is not a multiple of n_heads %d", file,
+                          c->n_embd, c->n_head);
     c->head_dim = c->n_head > 0 ? c->n_embd / c->n_head : 0;
     c->norm_eps = 1e-5f;
     c->rope_theta = 10000.0f;
@@ -78,9 +82,10 @@ kiln_status kiln_llama2c_import(const kiln_file_map *map, const char *path, kiln
     uint64_t offsets[16];
     for (int i = 0; i < nparts; i++) {
         uint64_t n = (uint64_t)parts[i].rows * (uint64_t)(parts[i].cols ? parts[i].cols : 1), bytes;
-        if (!kiln_mul_ok(n, parts[i].per_layer ? (uint64_t)L : 1, &n) || !kiln_mul_ok(n, 4, &bytes) ||
-            !kiln_add_ok(off, bytes, &offsets[i]))
-            return kiln_error(KILN_ERR_FORMAT, "'%s': header sizes overflow at tensor '%s'", file, parts[i].name);
+        if (!kiln_mul_ok(n, parts[i].per_layer ? (uint64_t)L : 1, &n) ||
+            !kiln_mul_ok(n, 4, &bytes) || !kiln_add_ok(off, bytes, &offsets[i]))
+            return kiln_error(KILN_ERR_FORMAT, "'%s': header sizes overflow at tensor '%s'", file,
+                              parts[i].name);
         offsets[i] = off;
         off += bytes;
         if (off > map->size) {
@@ -89,7 +94,8 @@ kiln_status kiln_llama2c_import(const kiln_file_map *map, const char *path, kiln
             return kiln_error(KILN_ERR_FORMAT,
                               "'%s': tensor '%s' needs bytes %llu..%llu but the file has %zu bytes "
                               "(truncated, or a header that does not match the weights)",
-                              file, nm, (unsigned long long)offsets[i], (unsigned long long)off, map->size);
+                              file, nm, (unsigned long long)offsets[i], (unsigned long long)off,
+                              map->size);
         }
     }
     if (off != map->size)
@@ -97,7 +103,8 @@ kiln_status kiln_llama2c_import(const kiln_file_map *map, const char *path, kiln
                           "'%s': the header describes %llu bytes of weights but the file has %zu "
                           "(%s); the header does not match the weights",
                           file, (unsigned long long)off, map->size,
-                          c->tied_output ? "vocab_size > 0: classifier shared" : "vocab_size < 0: classifier stored");
+                          c->tied_output ? "vocab_size > 0: classifier shared"
+                                         : "vocab_size < 0: classifier stored");
     for (int i = 0; i < nparts; i++) {
         const part *pt = &parts[i];
         if (pt->name[0] == '(') continue; /* rope tables: recomputed by the rope op */
@@ -107,7 +114,8 @@ kiln_status kiln_llama2c_import(const kiln_file_map *map, const char *path, kiln
         for (int l = 0; l < (pt->per_layer ? c->n_layer : 1); l++) {
             char nm[KILN_NAME_MAX];
             snprintf(nm, sizeof nm, pt->name, l);
-            if (kiln_module_add_const(m, nm, KILN_F32, ndim, ne, map->data + offsets[i] + (uint64_t)l * one) < 0)
+            if (kiln_module_add_const(m, nm, KILN_F32, ndim, ne,
+                                      map->data + offsets[i] + (uint64_t)l * one) < 0)
                 return kiln_last_status();
         }
     }

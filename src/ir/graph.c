@@ -39,14 +39,17 @@ static void meta_clear(kiln_meta *e) {
     kiln_free(e->s);
     kiln_free(e->ia);
     kiln_free(e->fa);
-    for (uint32_t i = 0; e->sa && i < e->n; i++) kiln_free(e->sa[i]);
+    for (uint32_t i = 0; e->sa && i < e->n; i++)
+        kiln_free(e->sa[i]);
     kiln_free(e->sa);
 }
 
 void kiln_graph_free(kiln_graph *g) {
     if (!g) return;
-    for (int i = 0; i < g->n_values; i++) kiln_free(g->values[i].name);
-    for (int i = 0; i < g->n_nodes; i++) kiln_free(g->nodes[i].name);
+    for (int i = 0; i < g->n_values; i++)
+        kiln_free(g->values[i].name);
+    for (int i = 0; i < g->n_nodes; i++)
+        kiln_free(g->nodes[i].name);
     kiln_free(g->values);
     kiln_free(g->nodes);
     kiln_free(g->inputs);
@@ -57,14 +60,18 @@ void kiln_graph_free(kiln_graph *g) {
 
 void kiln_module_free(kiln_module *m) {
     if (!m) return;
-    for (int i = 0; i < m->n_meta; i++) meta_clear(&m->meta[i]);
+    for (int i = 0; i < m->n_meta; i++)
+        meta_clear(&m->meta[i]);
     for (int i = 0; i < m->n_consts; i++) {
         kiln_free(m->consts[i].name);
         kiln_free(m->consts[i].owned);
     }
-    for (int i = 0; i < m->n_states; i++) kiln_free(m->states[i].name);
-    for (int i = 0; i < m->n_methods; i++) kiln_graph_free(&m->methods[i]);
-    for (int i = 0; i < m->n_backends; i++) kiln_free(m->backends[i]);
+    for (int i = 0; i < m->n_states; i++)
+        kiln_free(m->states[i].name);
+    for (int i = 0; i < m->n_methods; i++)
+        kiln_graph_free(&m->methods[i]);
+    for (int i = 0; i < m->n_backends; i++)
+        kiln_free(m->backends[i]);
     kiln_free(m->meta);
     kiln_free(m->consts);
     kiln_free(m->states);
@@ -171,7 +178,8 @@ kiln_status kiln_meta_set_int_array_owned(kiln_module *m, const char *key, int64
     return KILN_OK;
 }
 
-kiln_status kiln_meta_set_float_array_owned(kiln_module *m, const char *key, double *v, uint32_t n) {
+kiln_status kiln_meta_set_float_array_owned(kiln_module *m, const char *key, double *v,
+                                            uint32_t n) {
     kiln_meta *e = meta_slot(m, key, KILN_META_FLOAT_ARRAY);
     if (!e) {
         kiln_free(v);
@@ -185,7 +193,8 @@ kiln_status kiln_meta_set_float_array_owned(kiln_module *m, const char *key, dou
 kiln_status kiln_meta_set_str_array_owned(kiln_module *m, const char *key, char **v, uint32_t n) {
     kiln_meta *e = meta_slot(m, key, KILN_META_STR_ARRAY);
     if (!e) {
-        for (uint32_t i = 0; i < n; i++) kiln_free(v[i]);
+        for (uint32_t i = 0; i < n; i++)
+            kiln_free(v[i]);
         kiln_free(v);
         return kiln_error(KILN_ERR_NOMEM, "out of memory");
     }
@@ -198,20 +207,27 @@ kiln_status kiln_meta_set_str_array_owned(kiln_module *m, const char *key, char 
 
 static int check_shape(const char *what, const char *name, kiln_dtype dtype, int ndim,
                        const int64_t *ne, uint64_t *nbytes) {
-    if (!kiln_dtype_name(dtype)) return kiln_error(KILN_ERR_INVALID_ARG, "%s '%s': unknown dtype %d", what, name, (int)dtype);
+    if (!kiln_dtype_name(dtype))
+        return kiln_error(KILN_ERR_INVALID_ARG, "%s '%s': unknown dtype %d", what, name,
+                          (int)dtype);
     if (ndim < 1 || ndim > KILN_MAX_DIMS)
-        return kiln_error(KILN_ERR_INVALID_ARG, "%s '%s': %d dims (1..%d allowed)", what, name, ndim, KILN_MAX_DIMS);
+        return kiln_error(KILN_ERR_INVALID_ARG, "%s '%s': %d dims (1..%d allowed)", what, name,
+                          ndim, KILN_MAX_DIMS);
     for (int i = 0; i < ndim; i++)
-        if (ne[i] <= 0) return kiln_error(KILN_ERR_INVALID_ARG, "%s '%s': dim %d is %lld", what, name, i, (long long)ne[i]);
+        if (ne[i] <= 0)
+            return kiln_error(KILN_ERR_INVALID_ARG, "%s '%s': dim %d is %lld", what, name, i,
+                              (long long)ne[i]);
     *nbytes = kiln_shape_bytes(dtype, ndim, ne);
     int group = kiln_dtype_row_group(dtype);
     if (!*nbytes && group > 1 && (ndim != 2 || ne[0] % group))
-        return kiln_error(KILN_ERR_INVALID_ARG, "%s '%s': %s needs 2 dims with rows in whole groups of %d (has %d dims, %lld rows)",
-                          what, name, kiln_dtype_name(dtype), group, ndim, (long long)ne[0]);
+        return kiln_error(
+            KILN_ERR_INVALID_ARG,
+            "%s '%s': %s needs 2 dims with rows in whole groups of %d (has %d dims, %lld rows)",
+            what, name, kiln_dtype_name(dtype), group, ndim, (long long)ne[0]);
     if (!*nbytes)
-        return kiln_error(KILN_ERR_INVALID_ARG, "%s '%s': rows of %lld are not whole %s blocks of %d",
-                          what, name, (long long)ne[ndim - 1], kiln_dtype_name(dtype),
-                          kiln_dtype_block(dtype));
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "%s '%s': rows of %lld are not whole %s blocks of %d", what, name,
+                          (long long)ne[ndim - 1], kiln_dtype_name(dtype), kiln_dtype_block(dtype));
     return KILN_OK;
 }
 
@@ -231,7 +247,10 @@ int kiln_module_add_const(kiln_module *m, const char *name, kiln_dtype dtype, in
                           const int64_t *ne, const void *data) {
     uint64_t nbytes;
     if (check_shape("constant", name, dtype, ndim, ne, &nbytes)) return -1;
-    if (!data) { kiln_error(KILN_ERR_INVALID_ARG, "constant '%s' has no data", name); return -1; }
+    if (!data) {
+        kiln_error(KILN_ERR_INVALID_ARG, "constant '%s' has no data", name);
+        return -1;
+    }
     if (kiln_module_find_const(m, name) >= 0) {
         kiln_error(KILN_ERR_INVALID_ARG, "constant '%s' added twice", name);
         return -1;
@@ -254,8 +273,10 @@ oom:
 int kiln_module_add_const_owned(kiln_module *m, const char *name, kiln_dtype dtype, int ndim,
                                 const int64_t *ne, void *data) {
     int k = kiln_module_add_const(m, name, dtype, ndim, ne, data);
-    if (k < 0) kiln_free(data);
-    else m->consts[k].owned = data;
+    if (k < 0)
+        kiln_free(data);
+    else
+        m->consts[k].owned = data;
     return k;
 }
 
@@ -319,8 +340,8 @@ static int append_index(int32_t **arr, int *n, int32_t v) {
     return 0;
 }
 
-int kiln_graph_input(kiln_graph *g, const char *name, kiln_dtype dtype, int ndim,
-                     const int64_t *ne, uint32_t dyn_mask) {
+int kiln_graph_input(kiln_graph *g, const char *name, kiln_dtype dtype, int ndim, const int64_t *ne,
+                     uint32_t dyn_mask) {
     int v = add_value(g, name, KILN_VAL_INPUT, dtype, ndim, ne);
     if (v < 0) return -1;
     g->values[v].dyn_mask = dyn_mask;

@@ -37,9 +37,9 @@ typedef struct kiln_value {
     kiln_dtype dtype;
     int ndim;
     int64_t ne[KILN_MAX_DIMS]; /* shape, outermost first; dynamic dims hold their maximum */
-    uint32_t dyn_mask;          /* inputs only: bit d set = dim d is the token count */
-    int32_t ref;                /* const or state index for CONST / STATE / VIEW */
-    uint64_t offset;            /* arena offset for ACT (0 for other kinds) */
+    uint32_t dyn_mask;         /* inputs only: bit d set = dim d is the token count */
+    int32_t ref;               /* const or state index for CONST / STATE / VIEW */
+    uint64_t offset;           /* arena offset for ACT (0 for other kinds) */
 } kiln_value;
 
 typedef struct kiln_node {
@@ -71,7 +71,8 @@ typedef struct kiln_const {
     int ndim;
     int64_t ne[KILN_MAX_DIMS];
     uint64_t nbytes;
-    const void *data; /* borrowed: the checkpoint's map at compile time, the program's at run time */
+    const void
+        *data; /* borrowed: the checkpoint's map at compile time, the program's at run time */
     uint64_t file_offset; /* offset inside the weights section (reader/writer) */
     void *owned;          /* data the module owns (converted weights), freed with it */
 } kiln_const;
@@ -112,7 +113,7 @@ typedef struct kiln_module {
     kiln_const *consts;
     kiln_state *states;
     kiln_graph *methods;
-    char **backends; /* names; node.backend indexes this */
+    char **backends;    /* names; node.backend indexes this */
     uint8_t *tokenizer; /* serialized tokenizer (see src/llm/tokenizer.c), owned */
     uint64_t tokenizer_len;
     int cap_meta, cap_consts, cap_states;
@@ -148,8 +149,8 @@ kiln_graph *kiln_module_add_method(kiln_module *m, const char *name, int max_tok
 void kiln_graph_free(kiln_graph *g);
 
 /* Graph builders return a value index, or -1 with the error set. */
-int kiln_graph_input(kiln_graph *g, const char *name, kiln_dtype dtype, int ndim,
-                     const int64_t *ne, uint32_t dyn_mask);
+int kiln_graph_input(kiln_graph *g, const char *name, kiln_dtype dtype, int ndim, const int64_t *ne,
+                     uint32_t dyn_mask);
 int kiln_graph_const(kiln_graph *g, const kiln_module *m, const char *const_name);
 int kiln_graph_state(kiln_graph *g, const kiln_module *m, const char *state_name);
 /* Adds a node of `op` named `name` on `in`; infers the output's shape with

@@ -5,20 +5,26 @@
 #include "ir/ops.h"
 #include "ir/liveness.h"
 
-int kiln_value_in_arena(const kiln_value *v) { return v->kind == KILN_VAL_ACT; }
+int kiln_value_in_arena(const kiln_value *v) {
+    return v->kind == KILN_VAL_ACT;
+}
 
 kiln_status kiln_graph_lifetimes(const kiln_graph *g, int *first, int *last) {
-    for (int i = 0; i < g->n_values; i++) first[i] = last[i] = -2; /* -2: unused */
-    for (int i = 0; i < g->n_inputs; i++) first[g->inputs[i]] = last[g->inputs[i]] = -1;
+    for (int i = 0; i < g->n_values; i++)
+        first[i] = last[i] = -2; /* -2: unused */
+    for (int i = 0; i < g->n_inputs; i++)
+        first[g->inputs[i]] = last[g->inputs[i]] = -1;
     for (int n = 0; n < g->n_nodes; n++) {
         const kiln_node *nd = &g->nodes[n];
-        for (int i = 0; i < nd->n_in; i++) last[nd->in[i]] = n;
+        for (int i = 0; i < nd->n_in; i++)
+            last[nd->in[i]] = n;
         first[nd->out] = n;
         if (last[nd->out] < n) last[nd->out] = n;
     }
     /* Outputs stay valid until the next call. (Inputs live in each
      * session's own input block, not in the arena.) */
-    for (int i = 0; i < g->n_outputs; i++) last[g->outputs[i]] = g->n_nodes;
+    for (int i = 0; i < g->n_outputs; i++)
+        last[g->outputs[i]] = g->n_nodes;
     return KILN_OK;
 }
 

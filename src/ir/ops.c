@@ -5,16 +5,20 @@
 
 #include "ir/ops.h"
 
-#define FAIL(...)                                                                                \
-    do {                                                                                         \
-        snprintf(err, cap, __VA_ARGS__);                                                         \
-        return -1;                                                                               \
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        snprintf(err, cap, __VA_ARGS__);                                                           \
+        return -1;                                                                                 \
     } while (0)
 
-static int is_weight_dtype(kiln_dtype t) { return t != KILN_I32 && kiln_dtype_name(t) != NULL; }
+static int is_weight_dtype(kiln_dtype t) {
+    return t != KILN_I32 && kiln_dtype_name(t) != NULL;
+}
 
 /* KV caches hold f32 or f16 (half the memory; rounded to nearest even on store). */
-static int is_cache_dtype(kiln_dtype t) { return t == KILN_F32 || t == KILN_F16; }
+static int is_cache_dtype(kiln_dtype t) {
+    return t == KILN_F32 || t == KILN_F16;
+}
 
 static void set_out(kiln_tensor *out, kiln_dtype t, int ndim, int64_t a, int64_t b) {
     out->dtype = t;
@@ -44,14 +48,16 @@ static int check_window(const kiln_tensor *p, int64_t T, int64_t S, char *err, s
     if (!p->data) return 0;
     int32_t pos = *(const int32_t *)p->data;
     if (pos < 0 || pos > S || T > S - pos)
-        FAIL("position %d + %lld tokens does not fit the context of %lld", pos, (long long)T, (long long)S);
+        FAIL("position %d + %lld tokens does not fit the context of %lld", pos, (long long)T,
+             (long long)S);
     return 0;
 }
 
 static int shape_get_rows(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
                           char *err, size_t cap) {
     const kiln_tensor *w = in[0], *ids = in[1];
-    if (w->ndim != 2 || !is_weight_dtype(w->dtype)) FAIL("table must be a 2-D weight [rows, width]");
+    if (w->ndim != 2 || !is_weight_dtype(w->dtype))
+        FAIL("table must be a 2-D weight [rows, width]");
     if (ids->dtype != KILN_I32 || ids->ndim != 1) FAIL("ids must be i32 [tokens]");
     set_out(out, KILN_F32, 2, ids->ne[0], w->ne[1]);
     return 0;
@@ -62,7 +68,8 @@ static int shape_rms_norm(const kiln_node *n, const kiln_tensor *const *in, kiln
     if (check_act(in[0], "x", err, cap)) return -1;
     const kiln_tensor *w = in[1];
     if (w->dtype != KILN_F32 || w->ndim != 1) FAIL("norm weight must be f32 [width]");
-    if (!(n->fattr[0] > 0 && n->fattr[0] < 1)) FAIL("epsilon %g must be in (0, 1)", (double)n->fattr[0]);
+    if (!(n->fattr[0] > 0 && n->fattr[0] < 1))
+        FAIL("epsilon %g must be in (0, 1)", (double)n->fattr[0]);
     if (w->ne[0] <= 0 || in[0]->ne[1] % w->ne[0])
         FAIL("norm weight length %lld does not divide the row width %lld", (long long)w->ne[0],
              (long long)in[0]->ne[1]);
@@ -88,8 +95,9 @@ static int shape_binary(const kiln_node *n, const kiln_tensor *const *in, kiln_t
     const kiln_tensor *b = in[1];
     if (b->dtype != KILN_F32) FAIL("b must be f32");
     if (b->ndim == 1) {
-        if (b->ne[0] != in[0]->ne[1]) FAIL("b [%lld] does not match the row width %lld",
-                                           (long long)b->ne[0], (long long)in[0]->ne[1]);
+        if (b->ne[0] != in[0]->ne[1])
+            FAIL("b [%lld] does not match the row width %lld", (long long)b->ne[0],
+                 (long long)in[0]->ne[1]);
     } else if (b->ndim != 2 || b->ne[0] != in[0]->ne[0] || b->ne[1] != in[0]->ne[1]) {
         FAIL("b must be [width] or the shape of a");
     }
@@ -113,17 +121,20 @@ static int shape_swiglu(const kiln_node *n, const kiln_tensor *const *in, kiln_t
     return 0;
 }
 
-static int shape_rope(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
-                      char *err, size_t cap) {
+static int shape_rope(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out, char *err,
+                      size_t cap) {
     if (check_act(in[0], "x", err, cap) || check_pos(in[1], err, cap)) return -1;
     int64_t nh = n->iattr[KILN_ROPE_N_HEAD], hd = n->iattr[KILN_ROPE_HEAD_DIM];
     int64_t nrot = n->iattr[KILN_ROPE_N_ROT], mode = n->iattr[KILN_ROPE_MODE];
     if (nh <= 0 || hd <= 0 || nh * hd != in[0]->ne[1])
         FAIL("n_head %lld x head_dim %lld does not equal the width %lld", (long long)nh,
              (long long)hd, (long long)in[0]->ne[1]);
-    if (nrot <= 0 || nrot > hd || nrot % 2) FAIL("n_rot %lld must be even and in 2..head_dim", (long long)nrot);
-    if (mode != KILN_ROPE_ADJACENT && mode != KILN_ROPE_NEOX) FAIL("unknown rope mode %lld", (long long)mode);
-    if (!(n->fattr[0] > 0 && n->fattr[0] < 1e30f)) FAIL("rope theta %g must be positive and finite", (double)n->fattr[0]);
+    if (nrot <= 0 || nrot > hd || nrot % 2)
+        FAIL("n_rot %lld must be even and in 2..head_dim", (long long)nrot);
+    if (mode != KILN_ROPE_ADJACENT && mode != KILN_ROPE_NEOX)
+        FAIL("unknown rope mode %lld", (long long)mode);
+    if (!(n->fattr[0] > 0 && n->fattr[0] < 1e30f))
+        FAIL("rope theta %g must be positive and finite", (double)n->fattr[0]);
     if (n->n_in == 3) {
         const kiln_tensor *f = in[2];
         if (f->dtype != KILN_F32 || f->ndim != 1 || f->ne[0] != nrot / 2)
@@ -155,8 +166,10 @@ static int shape_attention(const kiln_node *n, const kiln_tensor *const *in, kil
     int64_t nh = n->iattr[KILN_ATTN_N_HEAD], nkv = n->iattr[KILN_ATTN_N_KV_HEAD];
     int64_t hd = n->iattr[KILN_ATTN_HEAD_DIM];
     if (nh <= 0 || nkv <= 0 || hd <= 0 || nh % nkv) FAIL("n_head must be a multiple of n_kv_head");
-    if (in[0]->ne[1] != nh * hd) FAIL("q width %lld is not n_head x head_dim", (long long)in[0]->ne[1]);
-    if (!(n->fattr[0] > 0 && n->fattr[0] < 1e30f)) FAIL("score divisor %g must be positive and finite", (double)n->fattr[0]);
+    if (in[0]->ne[1] != nh * hd)
+        FAIL("q width %lld is not n_head x head_dim", (long long)in[0]->ne[1]);
+    if (!(n->fattr[0] > 0 && n->fattr[0] < 1e30f))
+        FAIL("score divisor %g must be positive and finite", (double)n->fattr[0]);
     for (int i = 1; i <= 2; i++) {
         const kiln_tensor *c = in[i];
         if (!is_cache_dtype(c->dtype) || c->ndim != 2 || c->ne[1] != nkv * hd)
@@ -215,7 +228,8 @@ static double flops_attention(const kiln_node *n, const kiln_tensor *const *in,
     /* Causal: row t sees pos + t + 1 keys; pos is unknown here, so count the
      * keys of the rows themselves (a lower bound refined by the profiler). */
     double t = (double)o->ne[0], hd = n->iattr[KILN_ATTN_HEAD_DIM], nh = n->iattr[KILN_ATTN_N_HEAD];
-    double keys = in[3]->data ? *(const int32_t *)in[3]->data * t + t * (t + 1) / 2 : t * (t + 1) / 2;
+    double keys =
+        in[3]->data ? *(const int32_t *)in[3]->data * t + t * (t + 1) / 2 : t * (t + 1) / 2;
     return 4.0 * nh * hd * keys;
 }
 
@@ -238,7 +252,9 @@ const kiln_op_info *kiln_op_get(int op) {
     return op >= 0 && op < KILN_OP_COUNT ? &g_ops[op] : NULL;
 }
 
-const char *kiln_op_name(int op) { return op >= 0 && op < KILN_OP_COUNT ? g_ops[op].name : "?"; }
+const char *kiln_op_name(int op) {
+    return op >= 0 && op < KILN_OP_COUNT ? g_ops[op].name : "?";
+}
 
 int kiln_op_from_name(const char *name) {
     for (int i = 0; i < KILN_OP_COUNT; i++)

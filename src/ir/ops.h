@@ -7,26 +7,34 @@
 #include "ir/graph.h"
 
 typedef enum kiln_op {
-    KILN_OP_GET_ROWS = 0,  /* (table [V,D], ids i32 [T]) -> [T,D]: embedding lookup */
-    KILN_OP_RMS_NORM = 1,  /* (x [T,D], w [G]) -> [T,D]; G divides D: per-group (per-head) norm */
-    KILN_OP_MATMUL = 2,    /* (x [T,K], w [N,K]) -> [T,N] */
-    KILN_OP_ADD = 3,       /* (a [T,N], b [T,N] or [N]) -> [T,N] */
-    KILN_OP_MUL = 4,       /* (a [T,N], b [T,N] or [N]) -> [T,N] */
-    KILN_OP_SILU = 5,      /* (x) -> x * sigmoid(x) */
-    KILN_OP_SWIGLU = 6,    /* (gate [T,N], up [T,N]) -> silu(gate) * up */
-    KILN_OP_SOFTMAX = 7,   /* (x [T,N]) -> softmax of each row */
-    KILN_OP_ROPE = 8,      /* (x [T,H*hd], pos i32 [1] [, freq_factors [n_rot/2]]) -> rotated */
-    KILN_OP_KV_STORE = 9,  /* (cache [S,W] state, x [T,W], pos [1]) -> view of cache, rows pos.. written */
-    KILN_OP_ATTENTION = 10,/* (q [T,H*hd], k cache [S,KV*hd], v cache, pos [1]) -> [T,H*hd], causal, GQA */
-    KILN_OP_LOGITS = 11,   /* (x [T,D], w [V,D] [, all i32 [1]]) -> [all ? T : 1, V]; no flag: T rows */
+    KILN_OP_GET_ROWS = 0, /* (table [V,D], ids i32 [T]) -> [T,D]: embedding lookup */
+    KILN_OP_RMS_NORM = 1, /* (x [T,D], w [G]) -> [T,D]; G divides D: per-group (per-head) norm */
+    KILN_OP_MATMUL = 2,   /* (x [T,K], w [N,K]) -> [T,N] */
+    KILN_OP_ADD = 3,      /* (a [T,N], b [T,N] or [N]) -> [T,N] */
+    KILN_OP_MUL = 4,      /* (a [T,N], b [T,N] or [N]) -> [T,N] */
+    KILN_OP_SILU = 5,     /* (x) -> x * sigmoid(x) */
+    KILN_OP_SWIGLU = 6,   /* (gate [T,N], up [T,N]) -> silu(gate) * up */
+    KILN_OP_SOFTMAX = 7,  /* (x [T,N]) -> softmax of each row */
+    KILN_OP_ROPE = 8,     /* (x [T,H*hd], pos i32 [1] [, freq_factors [n_rot/2]]) -> rotated */
+    KILN_OP_KV_STORE =
+        9, /* (cache [S,W] state, x [T,W], pos [1]) -> view of cache, rows pos.. written */
+    KILN_OP_ATTENTION =
+        10, /* (q [T,H*hd], k cache [S,KV*hd], v cache, pos [1]) -> [T,H*hd], causal, GQA */
+    KILN_OP_LOGITS =
+        11, /* (x [T,D], w [V,D] [, all i32 [1]]) -> [all ? T : 1, V]; no flag: T rows */
     KILN_OP_COUNT
 } kiln_op;
 
 /* Attribute slots. Float attributes: fattr[0] is rms_norm's epsilon,
  * rope's theta (frequency base), attention's score divisor (sqrt(head_dim)). */
 enum {
-    KILN_ROPE_N_HEAD = 0, KILN_ROPE_HEAD_DIM = 1, KILN_ROPE_MODE = 2, KILN_ROPE_N_ROT = 3,
-    KILN_ATTN_N_HEAD = 0, KILN_ATTN_N_KV_HEAD = 1, KILN_ATTN_HEAD_DIM = 2,
+    KILN_ROPE_N_HEAD = 0,
+    KILN_ROPE_HEAD_DIM = 1,
+    KILN_ROPE_MODE = 2,
+    KILN_ROPE_N_ROT = 3,
+    KILN_ATTN_N_HEAD = 0,
+    KILN_ATTN_N_KV_HEAD = 1,
+    KILN_ATTN_HEAD_DIM = 2,
 };
 enum { KILN_ROPE_ADJACENT = 0, KILN_ROPE_NEOX = 1 }; /* pairs (2i, 2i+1) | (i, i + n_rot/2) */
 

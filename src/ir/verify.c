@@ -23,23 +23,28 @@ static kiln_status verify_value(const kiln_module *m, const kiln_graph *g, int i
     if (!kiln_dtype_name(v->dtype))
         VFAIL("method '%s': value '%s' has unknown dtype %d", g->name, v->name, (int)v->dtype);
     if (v->ndim < 1 || v->ndim > KILN_MAX_DIMS)
-        VFAIL("method '%s': value '%s' has %d dims (1..%d)", g->name, v->name, v->ndim, KILN_MAX_DIMS);
+        VFAIL("method '%s': value '%s' has %d dims (1..%d)", g->name, v->name, v->ndim,
+              KILN_MAX_DIMS);
     for (int d = 0; d < v->ndim; d++)
         if (v->ne[d] <= 0 || v->ne[d] > ((int64_t)1 << 40))
-            VFAIL("method '%s': value '%s' has dim %d = %lld", g->name, v->name, d, (long long)v->ne[d]);
+            VFAIL("method '%s': value '%s' has dim %d = %lld", g->name, v->name, d,
+                  (long long)v->ne[d]);
     if (!kiln_shape_bytes(v->dtype, v->ndim, v->ne))
         VFAIL("method '%s': value '%s' of shape %s is not whole %s blocks", g->name, v->name,
               kiln_shape_str(v->ndim, v->ne, s1, sizeof s1), kiln_dtype_name(v->dtype));
     if (v->dyn_mask && (v->kind != KILN_VAL_INPUT || (v->dyn_mask >> v->ndim)))
-        VFAIL("method '%s': value '%s' has a dynamic-dim mask but is not an input with those dims", g->name, v->name);
+        VFAIL("method '%s': value '%s' has a dynamic-dim mask but is not an input with those dims",
+              g->name, v->name);
     for (int d = 0; d < v->ndim; d++)
         if ((v->dyn_mask >> d & 1) && v->ne[d] != g->max_tokens)
-            VFAIL("method '%s': input '%s' dim %d is dynamic with maximum %lld, not the method's %d tokens",
+            VFAIL("method '%s': input '%s' dim %d is dynamic with maximum %lld, not the method's "
+                  "%d tokens",
                   g->name, v->name, d, (long long)v->ne[d], g->max_tokens);
     switch (v->kind) {
     case KILN_VAL_CONST: {
         if (v->ref < 0 || v->ref >= m->n_consts)
-            VFAIL("method '%s': value '%s' refers to constant %d of %d", g->name, v->name, v->ref, m->n_consts);
+            VFAIL("method '%s': value '%s' refers to constant %d of %d", g->name, v->name, v->ref,
+                  m->n_consts);
         const kiln_const *c = &m->consts[v->ref];
         if (c->dtype != v->dtype || !same_shape(c->ndim, c->ne, v->ndim, v->ne))
             VFAIL("method '%s': value '%s' is %s %s but constant '%s' is %s %s", g->name, v->name,
@@ -50,7 +55,8 @@ static kiln_status verify_value(const kiln_module *m, const kiln_graph *g, int i
     case KILN_VAL_STATE:
     case KILN_VAL_VIEW: {
         if (v->ref < 0 || v->ref >= m->n_states)
-            VFAIL("method '%s': value '%s' refers to state %d of %d", g->name, v->name, v->ref, m->n_states);
+            VFAIL("method '%s': value '%s' refers to state %d of %d", g->name, v->name, v->ref,
+                  m->n_states);
         const kiln_state *s = &m->states[v->ref];
         if (s->dtype != v->dtype || !same_shape(s->ndim, s->ne, v->ndim, v->ne))
             VFAIL("method '%s': value '%s' does not match state '%s' in dtype or shape", g->name,
@@ -84,7 +90,8 @@ static kiln_status verify_graph(const kiln_module *m, const kiln_graph *g, int w
         int v = g->inputs[i];
         if (v < 0 || v >= g->n_values || g->values[v].kind != KILN_VAL_INPUT)
             VFAIL("method '%s': input %d is not an input value", g->name, i);
-        if (producer[v] == -2) VFAIL("method '%s': input '%s' listed twice", g->name, g->values[v].name);
+        if (producer[v] == -2)
+            VFAIL("method '%s': input '%s' listed twice", g->name, g->values[v].name);
         producer[v] = -2; /* -2: declared input */
     }
     for (int i = 0; i < g->n_values; i++)
@@ -100,34 +107,40 @@ static kiln_status verify_graph(const kiln_module *m, const kiln_graph *g, int w
             VFAIL("method '%s': node '%s' (%s) has %d inputs, the op takes %d..%d", g->name,
                   nd->name, info->name, nd->n_in, info->min_in, info->max_in);
         if (with_plan && (nd->backend < 0 || nd->backend >= m->n_backends))
-            VFAIL("method '%s': node '%s' names backend %d of %d", g->name, nd->name, nd->backend, m->n_backends);
+            VFAIL("method '%s': node '%s' names backend %d of %d", g->name, nd->name, nd->backend,
+                  m->n_backends);
         kiln_tensor t[KILN_MAX_INPUTS];
         const kiln_tensor *pt[KILN_MAX_INPUTS];
         for (int i = 0; i < nd->n_in; i++) {
             int v = nd->in[i];
             if (v < 0 || v >= g->n_values)
-                VFAIL("method '%s': node '%s' input %d refers to value %d of %d", g->name, nd->name, i, v, g->n_values);
+                VFAIL("method '%s': node '%s' input %d refers to value %d of %d", g->name, nd->name,
+                      i, v, g->n_values);
             const kiln_value *iv = &g->values[v];
             if ((iv->kind == KILN_VAL_ACT || iv->kind == KILN_VAL_VIEW) && producer[v] < 0)
-                VFAIL("method '%s': node '%s' uses tensor '%s' before any node produces it "
-                      "(it is neither an input, a constant with data, nor an earlier node's output)",
-                      g->name, nd->name, iv->name);
+                VFAIL(
+                    "method '%s': node '%s' uses tensor '%s' before any node produces it "
+                    "(it is neither an input, a constant with data, nor an earlier node's output)",
+                    g->name, nd->name, iv->name);
             t[i] = kiln_value_view(iv);
             pt[i] = &t[i];
         }
         if (nd->out < 0 || nd->out >= g->n_values)
-            VFAIL("method '%s': node '%s' output refers to value %d of %d", g->name, nd->name, nd->out, g->n_values);
+            VFAIL("method '%s': node '%s' output refers to value %d of %d", g->name, nd->name,
+                  nd->out, g->n_values);
         kiln_value *ov = &g->values[nd->out];
         if (ov->kind != (nd->op == KILN_OP_KV_STORE ? KILN_VAL_VIEW : KILN_VAL_ACT))
-            VFAIL("method '%s': node '%s' writes tensor '%s', which is not an activation of its kind",
-                  g->name, nd->name, ov->name);
+            VFAIL(
+                "method '%s': node '%s' writes tensor '%s', which is not an activation of its kind",
+                g->name, nd->name, ov->name);
         if (producer[nd->out] >= 0)
             VFAIL("method '%s': tensor '%s' is produced twice (by '%s' and '%s')", g->name,
                   ov->name, g->nodes[producer[nd->out]].name, nd->name);
         if (nd->op == KILN_OP_KV_STORE) {
             const kiln_value *c = &g->values[nd->in[0]];
             if ((c->kind != KILN_VAL_STATE && c->kind != KILN_VAL_VIEW) || c->ref != ov->ref)
-                VFAIL("method '%s': node '%s' must write into the state it views", g->name, nd->name);
+                VFAIL("method '%s': node '%s' must write into the state it views", g->name,
+                      nd->name);
         }
         kiln_tensor out;
         memset(&out, 0, sizeof out);
@@ -144,8 +157,10 @@ static kiln_status verify_graph(const kiln_module *m, const kiln_graph *g, int w
     for (int i = 0; i < g->n_values; i++) {
         const kiln_value *v = &g->values[i];
         if ((v->kind == KILN_VAL_ACT || v->kind == KILN_VAL_VIEW) && producer[i] < 0)
-            VFAIL("method '%s': tensor '%s' is neither an input, a constant with data, nor produced "
-                  "by a node", g->name, v->name);
+            VFAIL(
+                "method '%s': tensor '%s' is neither an input, a constant with data, nor produced "
+                "by a node",
+                g->name, v->name);
         if (v->kind == KILN_VAL_CONST && !m->consts[v->ref].data)
             VFAIL("method '%s': constant '%s' has no data", g->name, v->name);
     }
@@ -161,7 +176,8 @@ static kiln_status verify_graph(const kiln_module *m, const kiln_graph *g, int w
      * at once share bytes. */
     /* Kernels use scratch as float arrays: it must be aligned like the values. */
     if (g->scratch_offset > g->arena_bytes || g->scratch_offset % 64)
-        VFAIL("method '%s': scratch offset %llu is not 64-byte aligned or past the arena of %llu bytes",
+        VFAIL("method '%s': scratch offset %llu is not 64-byte aligned or past the arena of %llu "
+              "bytes",
               g->name, (unsigned long long)g->scratch_offset, (unsigned long long)g->arena_bytes);
     int *first = producer, *last = producer + g->n_values;
     kiln_graph_lifetimes(g, first, last);
@@ -171,22 +187,25 @@ static kiln_status verify_graph(const kiln_module *m, const kiln_graph *g, int w
         uint64_t b = kiln_shape_bytes(v->dtype, v->ndim, v->ne);
         if (v->offset % 64 || v->offset > g->scratch_offset || b > g->scratch_offset - v->offset)
             VFAIL("method '%s': tensor '%s' at arena offset %llu + %llu bytes is misaligned or "
-                  "past the planned %llu bytes", g->name, v->name, (unsigned long long)v->offset,
-                  (unsigned long long)b, (unsigned long long)g->scratch_offset);
+                  "past the planned %llu bytes",
+                  g->name, v->name, (unsigned long long)v->offset, (unsigned long long)b,
+                  (unsigned long long)g->scratch_offset);
         for (int j = 0; j < i; j++) {
             const kiln_value *u = &g->values[j];
             if (!kiln_value_in_arena(u) || first[i] == -2 || first[j] == -2) continue;
             if (first[i] > last[j] || first[j] > last[i]) continue;
             uint64_t ub = kiln_shape_bytes(u->dtype, u->ndim, u->ne);
             if (v->offset < u->offset + ub && u->offset < v->offset + b)
-                VFAIL("method '%s': tensors '%s' and '%s' are alive at once but overlap in the arena",
-                      g->name, u->name, v->name);
+                VFAIL(
+                    "method '%s': tensors '%s' and '%s' are alive at once but overlap in the arena",
+                    g->name, u->name, v->name);
         }
     }
     for (int n = 0; n < g->n_nodes; n++) {
         const kiln_node *nd = &g->nodes[n];
         if (kiln_node_scratch(g, nd) > g->arena_bytes - g->scratch_offset)
-            VFAIL("method '%s': node '%s' needs more scratch than the plan gives", g->name, nd->name);
+            VFAIL("method '%s': node '%s' needs more scratch than the plan gives", g->name,
+                  nd->name);
     }
     return KILN_OK;
 }

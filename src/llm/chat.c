@@ -29,7 +29,9 @@ void kiln_chat_buf_put(kiln_chat_buf *b, const char *s, size_t len) {
     b->s[b->n] = 0;
 }
 
-static void put(kiln_chat_buf *b, const char *s) { kiln_chat_buf_put(b, s, (size_t)-1); }
+static void put(kiln_chat_buf *b, const char *s) {
+    kiln_chat_buf_put(b, s, (size_t)-1);
+}
 
 /* ---- names and detection --------------------------------------------------- */
 
@@ -37,12 +39,9 @@ static const struct {
     const char *name;
     kiln_chat_format format;
 } g_names[] = {
-    {"chatml", KILN_CHAT_CHATML},
-    {"smollm2", KILN_CHAT_SMOLLM2},
-    {"qwen3", KILN_CHAT_QWEN3},
-    {"llama3", KILN_CHAT_LLAMA3},
-    {"llama3.1", KILN_CHAT_LLAMA31},
-    {"llama3.2", KILN_CHAT_LLAMA32},
+    {"chatml", KILN_CHAT_CHATML},    {"smollm2", KILN_CHAT_SMOLLM2},
+    {"qwen3", KILN_CHAT_QWEN3},      {"llama3", KILN_CHAT_LLAMA3},
+    {"llama3.1", KILN_CHAT_LLAMA31}, {"llama3.2", KILN_CHAT_LLAMA32},
     {"llama3.3", KILN_CHAT_LLAMA31}, /* 3.3's template is 3.1's */
 };
 
@@ -66,7 +65,8 @@ kiln_status kiln_chat_format_from_name(const char *name, kiln_chat_format *out) 
 
 kiln_status kiln_chat_format_detect(const char *tmpl, kiln_chat_format *out) {
     *out = KILN_CHAT_NONE;
-    if (!tmpl || !*tmpl) return kiln_error(KILN_ERR_UNSUPPORTED, "no chat template to detect a format from");
+    if (!tmpl || !*tmpl)
+        return kiln_error(KILN_ERR_UNSUPPORTED, "no chat template to detect a format from");
     int im = strstr(tmpl, "<|im_start|>") != NULL;
     int hdr = strstr(tmpl, "<|start_header_id|>") != NULL;
     /* Near relatives render differently and must not match: SmolLM3 (has
@@ -75,15 +75,19 @@ kiln_status kiln_chat_format_detect(const char *tmpl, kiln_chat_format *out) {
      * tool loop), functionary and firefunction (Llama-3 headers with
      * functions). */
     int thinking = strstr(tmpl, "enable_thinking") != NULL;
-    if (im && strstr(tmpl, "You are a helpful AI assistant named SmolLM, trained by Hugging Face") && !thinking)
+    if (im &&
+        strstr(tmpl, "You are a helpful AI assistant named SmolLM, trained by Hugging Face") &&
+        !thinking)
         *out = KILN_CHAT_SMOLLM2;
     else if (im && thinking && strstr(tmpl, "</think>") && strstr(tmpl, "multi_step_tool") &&
              !strstr(tmpl, "'<think>\\n' }}"))
         *out = KILN_CHAT_QWEN3;
-    else if (hdr && strstr(tmpl, "<|eot_id|>") && (strstr(tmpl, "function") || strstr(tmpl, "builtin_tools")) &&
+    else if (hdr && strstr(tmpl, "<|eot_id|>") &&
+             (strstr(tmpl, "function") || strstr(tmpl, "builtin_tools")) &&
              !strstr(tmpl, "Cutting Knowledge Date"))
-        return kiln_error(KILN_ERR_UNSUPPORTED, "chat template: Llama-3 headers with function-calling blocks "
-                                                "(functionary, firefunction?), which Kiln does not render");
+        return kiln_error(KILN_ERR_UNSUPPORTED,
+                          "chat template: Llama-3 headers with function-calling blocks "
+                          "(functionary, firefunction?), which Kiln does not render");
     else if (hdr && strstr(tmpl, "<|eot_id|>")) {
         /* Meta's Llama-3.1+ templates always open with a dated system
          * block; 3.2's date is today's (strftime_now), 3.1's and 3.3's a
@@ -91,15 +95,17 @@ kiln_status kiln_chat_format_detect(const char *tmpl, kiln_chat_format *out) {
         if (strstr(tmpl, "Cutting Knowledge Date")) {
             if (!strstr(tmpl, "Cutting Knowledge Date: December 2023") ||
                 !strstr(tmpl, "\"Today Date: \" + date_string") || !strstr(tmpl, "ipython"))
-                return kiln_error(KILN_ERR_UNSUPPORTED,
-                                  "chat template: Llama-3 headers with a 'Cutting Knowledge Date' preamble, but "
-                                  "not Meta's Llama-3.1/3.2/3.3 template (no \"Today Date: \" + date_string); "
-                                  "Kiln does not render it");
+                return kiln_error(
+                    KILN_ERR_UNSUPPORTED,
+                    "chat template: Llama-3 headers with a 'Cutting Knowledge Date' preamble, but "
+                    "not Meta's Llama-3.1/3.2/3.3 template (no \"Today Date: \" + date_string); "
+                    "Kiln does not render it");
             *out = strstr(tmpl, "strftime_now") ? KILN_CHAT_LLAMA32 : KILN_CHAT_LLAMA31;
         } else {
             *out = KILN_CHAT_LLAMA3;
         }
-    } else if (im && !strstr(tmpl, "You are") && !strstr(tmpl, "<think>")) *out = KILN_CHAT_CHATML;
+    } else if (im && !strstr(tmpl, "You are") && !strstr(tmpl, "<think>"))
+        *out = KILN_CHAT_CHATML;
     if (*out != KILN_CHAT_NONE) return KILN_OK;
     char head[61];
     size_t n = strlen(tmpl) < 60 ? strlen(tmpl) : 60;
@@ -107,21 +113,23 @@ kiln_status kiln_chat_format_detect(const char *tmpl, kiln_chat_format *out) {
     head[n] = 0;
     for (size_t i = 0; i < n; i++)
         if (head[i] == '\n' || head[i] == '\r') head[i] = ' ';
-    return kiln_error(KILN_ERR_UNSUPPORTED,
-                      "chat template not recognised (%s%s%s; %zu bytes, starting '%s'): Kiln renders "
-                      "chatml, smollm2, qwen3, llama3 and llama3.1/3.2; pick one with --chat-template NAME",
-                      im ? "ChatML markers <|im_start|>" : "no ChatML markers",
-                      hdr ? ", Llama-3 headers <|start_header_id|>" : "",
-                      im && strstr(tmpl, "You are") ? ", a default system message" : "", strlen(tmpl), head);
+    return kiln_error(
+        KILN_ERR_UNSUPPORTED,
+        "chat template not recognised (%s%s%s; %zu bytes, starting '%s'): Kiln renders "
+        "chatml, smollm2, qwen3, llama3 and llama3.1/3.2; pick one with --chat-template NAME",
+        im ? "ChatML markers <|im_start|>" : "no ChatML markers",
+        hdr ? ", Llama-3 headers <|start_header_id|>" : "",
+        im && strstr(tmpl, "You are") ? ", a default system message" : "", strlen(tmpl), head);
 }
 
 kiln_status kiln_chat_format_from_program(const kiln_program *p, kiln_chat_format *out) {
     const char *t = kiln_program_meta_str(p, "tokenizer.chat_template");
     *out = KILN_CHAT_NONE;
     if (!t)
-        return kiln_error(KILN_ERR_UNSUPPORTED,
-                          "the program stores no chat template (metadata 'tokenizer.chat_template'); "
-                          "give one with --chat-template NAME|FILE");
+        return kiln_error(
+            KILN_ERR_UNSUPPORTED,
+            "the program stores no chat template (metadata 'tokenizer.chat_template'); "
+            "give one with --chat-template NAME|FILE");
     return kiln_chat_format_detect(t, out);
 }
 
@@ -136,10 +144,10 @@ static size_t ws_len(const unsigned char *s, const unsigned char *end) {
     if (left >= 2 && s[0] == 0xc2 && (s[1] == 0x85 || s[1] == 0xa0)) return 2; /* U+0085, U+00A0 */
     if (left < 3) return 0;
     unsigned c = (unsigned)s[0] << 16 | (unsigned)s[1] << 8 | s[2];
-    if (c == 0xe19a80 || c == 0xe38080) return 3;                     /* U+1680, U+3000 */
-    if (c >= 0xe28080 && c <= 0xe2808a) return 3;                     /* U+2000..U+200A */
-    if (c == 0xe280a8 || c == 0xe280a9 || c == 0xe280af) return 3;    /* U+2028, U+2029, U+202F */
-    if (c == 0xe2819f) return 3;                                      /* U+205F */
+    if (c == 0xe19a80 || c == 0xe38080) return 3;                  /* U+1680, U+3000 */
+    if (c >= 0xe28080 && c <= 0xe2808a) return 3;                  /* U+2000..U+200A */
+    if (c == 0xe280a8 || c == 0xe280a9 || c == 0xe280af) return 3; /* U+2028, U+2029, U+202F */
+    if (c == 0xe2819f) return 3;                                   /* U+205F */
     return 0;
 }
 
@@ -154,8 +162,10 @@ static size_t ws_len_back(const unsigned char *s, const unsigned char *e) {
 static void put_trimmed(kiln_chat_buf *b, const char *s) {
     const unsigned char *p = (const unsigned char *)s, *e = p + strlen(s);
     size_t k;
-    while ((k = ws_len(p, e))) p += k;
-    while (e > p && (k = ws_len_back(p, e))) e -= k;
+    while ((k = ws_len(p, e)))
+        p += k;
+    while (e > p && (k = ws_len_back(p, e)))
+        e -= k;
     kiln_chat_buf_put(b, (const char *)p, (size_t)(e - p));
 }
 
@@ -171,13 +181,27 @@ static void put_json_string(kiln_chat_buf *b, const char *s) {
         if (!c) break;
         char esc[8];
         switch (c) {
-        case '"': put(b, "\\\""); break;
-        case '\\': put(b, "\\\\"); break;
-        case '\n': put(b, "\\n"); break;
-        case '\r': put(b, "\\r"); break;
-        case '\t': put(b, "\\t"); break;
-        case '\b': put(b, "\\b"); break;
-        case '\f': put(b, "\\f"); break;
+        case '"':
+            put(b, "\\\"");
+            break;
+        case '\\':
+            put(b, "\\\\");
+            break;
+        case '\n':
+            put(b, "\\n");
+            break;
+        case '\r':
+            put(b, "\\r");
+            break;
+        case '\t':
+            put(b, "\\t");
+            break;
+        case '\b':
+            put(b, "\\b");
+            break;
+        case '\f':
+            put(b, "\\f");
+            break;
         default:
             snprintf(esc, sizeof esc, "\\u%04x", c);
             put(b, esc);
@@ -192,7 +216,8 @@ static void put_json_string(kiln_chat_buf *b, const char *s) {
 static void render_chatml(kiln_chat_buf *b, const kiln_chat_message *m, int n, int smollm) {
     for (int i = 0; i < n; i++) {
         if (smollm && i == 0 && strcmp(m[0].role, "system"))
-            put(b, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+            put(b, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by "
+                   "Hugging "
                    "Face<|im_end|>\n");
         put(b, "<|im_start|>");
         put(b, m[i].role);
@@ -239,23 +264,30 @@ static void render_qwen3(kiln_chat_buf *b, const kiln_chat_message *m, int n) {
             const char *close = strstr(c, "</think>");
             if (close) {
                 const char *last = close, *q;
-                while ((q = strstr(last + 1, "</think>"))) last = q;
+                while ((q = strstr(last + 1, "</think>")))
+                    last = q;
                 content = last + 8;
-                while (*content == '\n') content++;
+                while (*content == '\n')
+                    content++;
                 r0 = c;
                 r1 = close;
-                while (r1 > r0 && r1[-1] == '\n') r1--;
+                while (r1 > r0 && r1[-1] == '\n')
+                    r1--;
                 for (const char *p = r0; p + 7 <= r1; p++)
                     if (!strncmp(p, "<think>", 7)) r0 = p + 7, p += 6;
-                while (r0 < r1 && *r0 == '\n') r0++;
+                while (r0 < r1 && *r0 == '\n')
+                    r0++;
             }
             if (i > last_query && (i == n - 1 || r1 > r0)) {
-                while (r0 < r1 && *r0 == '\n') r0++; /* strip('\n') */
-                while (r1 > r0 && r1[-1] == '\n') r1--;
+                while (r0 < r1 && *r0 == '\n')
+                    r0++; /* strip('\n') */
+                while (r1 > r0 && r1[-1] == '\n')
+                    r1--;
                 put(b, "<|im_start|>assistant\n<think>\n");
                 kiln_chat_buf_put(b, r0, (size_t)(r1 - r0));
                 put(b, "\n</think>\n\n");
-                while (*content == '\n') content++;
+                while (*content == '\n')
+                    content++;
                 put(b, content);
             } else {
                 put(b, "<|im_start|>assistant\n");
@@ -281,7 +313,9 @@ static void render_llama3(kiln_chat_buf *b, const kiln_chat_message *m, int n) {
     put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
-static int is_tool_role(const char *role) { return !strcmp(role, "tool") || !strcmp(role, "ipython"); }
+static int is_tool_role(const char *role) {
+    return !strcmp(role, "tool") || !strcmp(role, "ipython");
+}
 
 /* Llama-3.1/3.2/3.3 without tool definitions: BOS, a system block that
  * always comes (the dated preamble, then the trimmed first system message
@@ -318,11 +352,13 @@ static void render_llama31(kiln_chat_buf *b, const kiln_chat_message *m, int n, 
 static kiln_status check_date(const char *date, const char *from) {
     size_t n = strlen(date);
     if (!n || n >= KILN_CHAT_DATE_MAX)
-        return kiln_error(KILN_ERR_INVALID_ARG, "chat date '%s' (%s): expected 1 to %d bytes, like '26 Jul 2024'",
-                          date, from, KILN_CHAT_DATE_MAX - 1);
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "chat date '%s' (%s): expected 1 to %d bytes, like '26 Jul 2024'", date,
+                          from, KILN_CHAT_DATE_MAX - 1);
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)date[i] < 0x20 || date[i] == 0x7f)
-            return kiln_error(KILN_ERR_INVALID_ARG, "chat date (%s): control character 0x%02x at byte %zu", from,
+            return kiln_error(KILN_ERR_INVALID_ARG,
+                              "chat date (%s): control character 0x%02x at byte %zu", from,
                               (unsigned)(unsigned char)date[i], i);
     return KILN_OK;
 }
@@ -349,9 +385,11 @@ static kiln_status chat_date(kiln_chat_format f, const char *given, char out[KIL
     time_t now = time(NULL);
     struct tm tm;
     if (now == (time_t)-1 || !localtime_r(&now, &tm) || tm.tm_mon < 0 || tm.tm_mon > 11)
-        return kiln_error(KILN_ERR_UNSUPPORTED, "chat: cannot read today's date for the Llama-3.2 system block; "
-                                                "set KILN_CHAT_DATE");
-    snprintf(out, KILN_CHAT_DATE_MAX, "%02d %s %04d", tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900);
+        return kiln_error(KILN_ERR_UNSUPPORTED,
+                          "chat: cannot read today's date for the Llama-3.2 system block; "
+                          "set KILN_CHAT_DATE");
+    snprintf(out, KILN_CHAT_DATE_MAX, "%02d %s %04d", tm.tm_mday, months[tm.tm_mon],
+             tm.tm_year + 1900);
     return KILN_OK;
 }
 
@@ -371,12 +409,16 @@ kiln_status kiln_chat_render_with(kiln_chat_format f, const kiln_chat_message *m
     int llama31 = f == KILN_CHAT_LLAMA31 || f == KILN_CHAT_LLAMA32;
     for (int i = 0; i < n; i++) {
         if (!m[i].role || !m[i].content)
-            return kiln_error(KILN_ERR_INVALID_ARG, "chat message %d has no %s", i, m[i].role ? "content" : "role");
+            return kiln_error(KILN_ERR_INVALID_ARG, "chat message %d has no %s", i,
+                              m[i].role ? "content" : "role");
         if (llama31 && is_tool_role(m[i].role)) continue;
-        if (strcmp(m[i].role, "system") && strcmp(m[i].role, "user") && strcmp(m[i].role, "assistant"))
-            return kiln_error(KILN_ERR_UNSUPPORTED, "chat message %d: role '%s' (Kiln renders system, user, "
-                              "assistant%s in the %s format)", i, m[i].role,
-                              llama31 ? ", tool and ipython" : "", kiln_chat_format_name(f));
+        if (strcmp(m[i].role, "system") && strcmp(m[i].role, "user") &&
+            strcmp(m[i].role, "assistant"))
+            return kiln_error(KILN_ERR_UNSUPPORTED,
+                              "chat message %d: role '%s' (Kiln renders system, user, "
+                              "assistant%s in the %s format)",
+                              i, m[i].role, llama31 ? ", tool and ipython" : "",
+                              kiln_chat_format_name(f));
     }
     char date[KILN_CHAT_DATE_MAX];
     kiln_status st;
@@ -395,13 +437,16 @@ kiln_status kiln_chat_render_with(kiln_chat_format f, const kiln_chat_message *m
             if (!o->enable_thinking) put(&b, "<think>\n\n</think>\n\n");
         }
         break;
-    case KILN_CHAT_LLAMA3: render_llama3(&b, m, n); break;
+    case KILN_CHAT_LLAMA3:
+        render_llama3(&b, m, n);
+        break;
     case KILN_CHAT_LLAMA31:
     case KILN_CHAT_LLAMA32:
         render_llama31(&b, m, n, date);
         if (o->add_generation_prompt) put(&b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
         break;
-    default: return kiln_error(KILN_ERR_INVALID_ARG, "chat: unknown format %d", (int)f);
+    default:
+        return kiln_error(KILN_ERR_INVALID_ARG, "chat: unknown format %d", (int)f);
     }
     put(&b, ""); /* an empty conversation still gets a string */
     if (b.oom) {
@@ -413,8 +458,9 @@ kiln_status kiln_chat_render_with(kiln_chat_format f, const kiln_chat_message *m
     return KILN_OK;
 }
 
-kiln_status kiln_chat_render(kiln_chat_format f, const kiln_chat_message *m, int n, int add_generation_prompt,
-                             int enable_thinking, char **out, size_t *len) {
+kiln_status kiln_chat_render(kiln_chat_format f, const kiln_chat_message *m, int n,
+                             int add_generation_prompt, int enable_thinking, char **out,
+                             size_t *len) {
     kiln_chat_options o;
     kiln_chat_options_init(&o);
     o.add_generation_prompt = add_generation_prompt;
@@ -422,4 +468,6 @@ kiln_status kiln_chat_render(kiln_chat_format f, const kiln_chat_message *m, int
     return kiln_chat_render_with(f, m, n, &o, out, len);
 }
 
-void kiln_chat_free(char *s) { kiln_free(s); }
+void kiln_chat_free(char *s) {
+    kiln_free(s);
+}

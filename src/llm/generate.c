@@ -27,22 +27,30 @@ static kiln_status check_at(const kiln_llm *lm, const int32_t *prompt, int n_pro
     if (st) return st;
     int ctx = kiln_llm_get_limits(lm)->context;
     if (o->n_predict < -1)
-        return kiln_error(KILN_ERR_INVALID_ARG, "n_predict %d: use -1 (no limit) or a count >= 0", o->n_predict);
+        return kiln_error(KILN_ERR_INVALID_ARG, "n_predict %d: use -1 (no limit) or a count >= 0",
+                          o->n_predict);
     if (o->n_predict >= 0 && (int64_t)start + n_prompt + o->n_predict > ctx)
         return kiln_error(KILN_ERR_INVALID_ARG,
                           "prompt (%d tokens) + %d new tokens = %lld exceeds the context of %d",
-                          start + n_prompt, o->n_predict, (long long)start + n_prompt + o->n_predict, ctx);
-    if (!(o->temperature >= 0.0f)) return kiln_error(KILN_ERR_INVALID_ARG, "temperature %g must be a number >= 0", (double)o->temperature);
-    if (o->top_k < 0) return kiln_error(KILN_ERR_INVALID_ARG, "top_k %d must be >= 0 (0 = off)", o->top_k);
+                          start + n_prompt, o->n_predict,
+                          (long long)start + n_prompt + o->n_predict, ctx);
+    if (!(o->temperature >= 0.0f))
+        return kiln_error(KILN_ERR_INVALID_ARG, "temperature %g must be a number >= 0",
+                          (double)o->temperature);
+    if (o->top_k < 0)
+        return kiln_error(KILN_ERR_INVALID_ARG, "top_k %d must be >= 0 (0 = off)", o->top_k);
     if (!(o->top_p > 0.0f && o->top_p <= 1.0f))
-        return kiln_error(KILN_ERR_INVALID_ARG, "top_p %g must be in (0, 1] (1 = off)", (double)o->top_p);
+        return kiln_error(KILN_ERR_INVALID_ARG, "top_p %g must be in (0, 1] (1 = off)",
+                          (double)o->top_p);
     if (!(o->min_p >= 0.0f && o->min_p <= 1.0f))
-        return kiln_error(KILN_ERR_INVALID_ARG, "min_p %g must be in [0, 1] (0 = off)", (double)o->min_p);
+        return kiln_error(KILN_ERR_INVALID_ARG, "min_p %g must be in [0, 1] (0 = off)",
+                          (double)o->min_p);
     if (!(o->repeat_penalty > 0.0f) || isinf(o->repeat_penalty))
         return kiln_error(KILN_ERR_INVALID_ARG, "repeat_penalty %g must be a number > 0 (1 = off)",
                           (double)o->repeat_penalty);
     if (o->repeat_last_n < -1)
-        return kiln_error(KILN_ERR_INVALID_ARG, "repeat_last_n %d must be >= -1 (-1 = the whole context, 0 = off)",
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "repeat_last_n %d must be >= -1 (-1 = the whole context, 0 = off)",
                           o->repeat_last_n);
     return KILN_OK;
 }
@@ -99,7 +107,8 @@ kiln_status kiln_generate_continue(kiln_session *s, const int32_t *prompt, int n
         int n_hist = track ? pos - start : 0;
         int n_recent = n_hist < window ? n_hist : window;
         double ts = kiln_now_ms();
-        int next = kiln_sampler_sample(&smp, logits, history ? history + n_hist - n_recent : NULL, n_recent);
+        int next = kiln_sampler_sample(&smp, logits, history ? history + n_hist - n_recent : NULL,
+                                       n_recent);
         double te = kiln_now_ms();
         res->sampling_ms += te - ts;
         if (res->n_generated == 0 && res->ttft_ms == 0) res->ttft_ms = te - t0;
@@ -110,7 +119,8 @@ kiln_status kiln_generate_continue(kiln_session *s, const int32_t *prompt, int n
         res->n_generated++;
         if (history && pos < ctx) history[pos - start] = next;
         if (o->on_token && o->on_token(o->user, next)) break;
-        if (res->n_generated == limit || pos >= ctx) break; /* the last token needs no forward pass */
+        if (res->n_generated == limit || pos >= ctx)
+            break; /* the last token needs no forward pass */
         if ((st = kiln_llm_decode(s, lm, next, pos, &logits))) goto done;
         pos++;
         res->n_past = pos;

@@ -22,7 +22,9 @@ uint32_t kiln_rng_u32(uint64_t *s) {
     return (uint32_t)((*s * 0x2545F4914F6CDD1Dull) >> 32);
 }
 
-float kiln_rng_f32(uint64_t *s) { return (float)(kiln_rng_u32(s) >> 8) / 16777216.0f; }
+float kiln_rng_f32(uint64_t *s) {
+    return (float)(kiln_rng_u32(s) >> 8) / 16777216.0f;
+}
 
 kiln_status kiln_sampler_init(kiln_sampler *s, const kiln_sampler_params *params, int n_vocab,
                               uint64_t seed) {
@@ -36,7 +38,8 @@ kiln_status kiln_sampler_init(kiln_sampler *s, const kiln_sampler_params *params
     s->seen = kiln_calloc((size_t)n_vocab, 1);
     if (!s->cand || !s->seen) {
         kiln_sampler_free(s);
-        return kiln_error(KILN_ERR_NOMEM, "out of memory for the sampler's scratch (%d tokens)", n_vocab);
+        return kiln_error(KILN_ERR_NOMEM, "out of memory for the sampler's scratch (%d tokens)",
+                          n_vocab);
     }
     return KILN_OK;
 }
@@ -67,16 +70,21 @@ static void select_top(kiln_candidate *c, int n, int k) {
         kiln_candidate pivot = c[lo + (hi - lo) / 2], t;
         int i = lo, j = hi;
         while (i <= j) {
-            while (i <= hi && before(&c[i], &pivot)) i++; /* bounds: NaN logits order nothing */
-            while (j >= lo && before(&pivot, &c[j])) j--;
+            while (i <= hi && before(&c[i], &pivot))
+                i++; /* bounds: NaN logits order nothing */
+            while (j >= lo && before(&pivot, &c[j]))
+                j--;
             if (i <= j) {
                 t = c[i], c[i] = c[j], c[j] = t;
                 i++, j--;
             }
         }
-        if (k - 1 <= j) hi = j;
-        else if (k - 1 >= i) lo = i;
-        else break;
+        if (k - 1 <= j)
+            hi = j;
+        else if (k - 1 >= i)
+            lo = i;
+        else
+            break;
     }
 }
 
@@ -95,7 +103,8 @@ int kiln_sampler_sample(kiln_sampler *s, const float *logits, const int32_t *rec
             int32_t t = recent[i];
             if (t < 0 || t >= n || s->seen[t]) continue;
             s->seen[t] = 1;
-            c[t].logit = c[t].logit > 0 ? c[t].logit / p->repeat_penalty : c[t].logit * p->repeat_penalty;
+            c[t].logit =
+                c[t].logit > 0 ? c[t].logit / p->repeat_penalty : c[t].logit * p->repeat_penalty;
         }
         for (int i = 0; i < n_recent; i++)
             if (recent[i] >= 0 && recent[i] < n) s->seen[recent[i]] = 0;

@@ -94,7 +94,8 @@ static int before(const void *ap, const void *bp) {
     return a->score > b->score || (a->score == b->score && a->left < b->left);
 }
 
-static void try_pair(const kiln_tokenizer *t, const char *s, const sym *sy, int left, kiln_heap *h) {
+static void try_pair(const kiln_tokenizer *t, const char *s, const sym *sy, int left,
+                     kiln_heap *h) {
     if (left < 0 || sy[left].next < 0) return;
     int right = sy[left].next;
     size_t len = sy[left].len + sy[right].len;

@@ -8,30 +8,40 @@
 #include "ir/ops.h"
 #include "models/llama.h"
 
-#define CHECK(cond, ...)                                                                         \
-    do {                                                                                         \
-        if (!(cond)) return kiln_error(KILN_ERR_FORMAT, __VA_ARGS__);                            \
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) return kiln_error(KILN_ERR_FORMAT, __VA_ARGS__);                              \
     } while (0)
 
 kiln_status kiln_llama_check(const kiln_llama_config *c, const char *src) {
-    CHECK(c->n_embd > 0 && c->n_embd <= 65536, "%s: model width (dim) %d out of range 1..65536", src, c->n_embd);
-    CHECK(c->n_ff > 0 && c->n_ff <= 1 << 20, "%s: MLP width (hidden_dim) %d out of range", src, c->n_ff);
-    CHECK(c->n_layer > 0 && c->n_layer <= 1024, "%s: layer count %d out of range 1..1024", src, c->n_layer);
-    CHECK(c->n_head > 0 && c->n_head <= 1024, "%s: head count %d out of range 1..1024", src, c->n_head);
+    CHECK(c->n_embd > 0 && c->n_embd <= 65536, "%s: model width (dim) %d out of range 1..65536",
+          src, c->n_embd);
+    CHECK(c->n_ff > 0 && c->n_ff <= 1 << 20, "%s: MLP width (hidden_dim) %d out of range", src,
+          c->n_ff);
+    CHECK(c->n_layer > 0 && c->n_layer <= 1024, "%s: layer count %d out of range 1..1024", src,
+          c->n_layer);
+    CHECK(c->n_head > 0 && c->n_head <= 1024, "%s: head count %d out of range 1..1024", src,
+          c->n_head);
     CHECK(c->n_head_kv > 0 && c->n_head % c->n_head_kv == 0,
           "%s: KV head count %d must divide the head count %d", src, c->n_head_kv, c->n_head);
     CHECK(c->head_dim > 0 && c->head_dim % 2 == 0 && c->head_dim <= 4096,
           "%s: head size %d must be even and at most 4096", src, c->head_dim);
-    CHECK(c->n_vocab > 0 && c->n_vocab <= 1 << 22, "%s: vocabulary size %d out of range 1..4194304", src, c->n_vocab);
-    CHECK(c->n_ctx_train > 0 && c->n_ctx_train <= 1 << 24, "%s: context length %d out of range", src, c->n_ctx_train);
-    CHECK(c->norm_eps > 0 && c->norm_eps < 1, "%s: norm epsilon %g out of range (0, 1)", src, c->norm_eps);
+    CHECK(c->n_vocab > 0 && c->n_vocab <= 1 << 22, "%s: vocabulary size %d out of range 1..4194304",
+          src, c->n_vocab);
+    CHECK(c->n_ctx_train > 0 && c->n_ctx_train <= 1 << 24, "%s: context length %d out of range",
+          src, c->n_ctx_train);
+    CHECK(c->norm_eps > 0 && c->norm_eps < 1, "%s: norm epsilon %g out of range (0, 1)", src,
+          c->norm_eps);
     CHECK(c->n_rot >= 0 && c->n_rot <= c->head_dim && c->n_rot % 2 == 0,
-          "%s: rope dimension count %d must be even and at most the head size %d", src, c->n_rot, c->head_dim);
-    CHECK(c->rope_theta > 0 && isfinite(c->rope_theta), "%s: rope theta %g must be positive", src, c->rope_theta);
+          "%s: rope dimension count %d must be even and at most the head size %d", src, c->n_rot,
+          c->head_dim);
+    CHECK(c->rope_theta > 0 && isfinite(c->rope_theta), "%s: rope theta %g must be positive", src,
+          c->rope_theta);
     return KILN_OK;
 }
 
-kiln_status kiln_llama_check_weights(const kiln_module *m, const kiln_llama_config *c, const char *src) {
+kiln_status kiln_llama_check_weights(const kiln_module *m, const kiln_llama_config *c,
+                                     const char *src) {
     int64_t D = c->n_embd, F = c->n_ff, V = c->n_vocab, hd = c->head_dim;
     int64_t qd = (int64_t)c->n_head * hd, kvd = (int64_t)c->n_head_kv * hd;
     int n_rot = c->n_rot ? c->n_rot : c->head_dim;
@@ -70,16 +80,19 @@ kiln_status kiln_llama_check_weights(const kiln_module *m, const kiln_llama_conf
             int64_t ne[2] = {w[i].a, w[i].b};
             kiln_shape_str(w[i].ndim, ne, want, sizeof want);
             if (k < 0)
-                return kiln_error(KILN_ERR_FORMAT, "%s: tensor '%s' is missing (expected shape %s)", src, name, want);
+                return kiln_error(KILN_ERR_FORMAT, "%s: tensor '%s' is missing (expected shape %s)",
+                                  src, name, want);
             const kiln_const *t = &m->consts[k];
-            int same = t->ndim == w[i].ndim && t->ne[0] == ne[0] && (t->ndim == 1 || t->ne[1] == ne[1]);
+            int same =
+                t->ndim == w[i].ndim && t->ne[0] == ne[0] && (t->ndim == 1 || t->ne[1] == ne[1]);
             if (!same)
-                return kiln_error(KILN_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected %s", src, name,
-                                  kiln_shape_str(t->ndim, t->ne, got, sizeof got), want);
+                return kiln_error(KILN_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected %s", src,
+                                  name, kiln_shape_str(t->ndim, t->ne, got, sizeof got), want);
             /* Norms, biases and frequency factors are read as f32 by every op. */
             if (t->ndim == 1 && t->dtype != KILN_F32)
-                return kiln_error(KILN_ERR_UNSUPPORTED, "%s: tensor '%s' is %s; Kiln needs norms and biases in f32",
-                                  src, name, kiln_dtype_name(t->dtype));
+                return kiln_error(KILN_ERR_UNSUPPORTED,
+                                  "%s: tensor '%s' is %s; Kiln needs norms and biases in f32", src,
+                                  name, kiln_dtype_name(t->dtype));
         }
     }
     return KILN_OK;
@@ -110,7 +123,10 @@ static int N(builder *b, int op, const char *fmt, int layer, int n_in, const int
     return v;
 }
 
-#define IN(...) (sizeof((int32_t[]){__VA_ARGS__}) / sizeof(int32_t)), (const int32_t[]){__VA_ARGS__}
+#define IN(...)                                                                                    \
+    (sizeof((int32_t[]){__VA_ARGS__}) / sizeof(int32_t)), (const int32_t[]) {                      \
+        __VA_ARGS__                                                                                \
+    }
 
 static kiln_status build_method(kiln_module *m, const kiln_llama_config *c, const char *name,
                                 int max_tokens, int with_flag) {
@@ -121,13 +137,15 @@ static kiln_status build_method(kiln_module *m, const kiln_llama_config *c, cons
      * H = n_head, KV = n_head_kv, hd = head_dim, F = n_ff, V = n_vocab,
      * S = max_seq (the cache rows). Weights are [out, in], as GGUF stores them. */
     int64_t tok_shape[1] = {max_tokens}, one[1] = {1};
-    int tokens = kiln_graph_input(g, "tokens", KILN_I32, 1, tok_shape, max_tokens > 1 ? 1u : 0u); /* (T) */
-    int pos = kiln_graph_input(g, "pos", KILN_I32, 1, one, 0);                                    /* (1) */
-    int flag = with_flag ? kiln_graph_input(g, "all_logits", KILN_I32, 1, one, 0) : 0;            /* (1) */
+    int tokens =
+        kiln_graph_input(g, "tokens", KILN_I32, 1, tok_shape, max_tokens > 1 ? 1u : 0u); /* (T) */
+    int pos = kiln_graph_input(g, "pos", KILN_I32, 1, one, 0);                           /* (1) */
+    int flag = with_flag ? kiln_graph_input(g, "all_logits", KILN_I32, 1, one, 0) : 0;   /* (1) */
     if (tokens < 0 || pos < 0 || flag < 0) return kiln_last_status();
 
     /* token_embd.weight (V, D) -> x (T, D): the residual stream */
-    int x = N(&b, KILN_OP_GET_ROWS, "token_embd", 0, IN(C(&b, "token_embd.weight", 0), tokens), NULL, NULL);
+    int x = N(&b, KILN_OP_GET_ROWS, "token_embd", 0, IN(C(&b, "token_embd.weight", 0), tokens),
+              NULL, NULL);
     float eps[KILN_MAX_FATTR] = {c->norm_eps};
     float theta[KILN_MAX_FATTR] = {c->rope_theta};
     float div[KILN_MAX_FATTR] = {sqrtf((float)c->head_dim)};
@@ -135,22 +153,33 @@ static kiln_status build_method(kiln_module *m, const kiln_llama_config *c, cons
     int32_t rope_q[KILN_MAX_IATTR] = {c->n_head, c->head_dim, c->rope_mode, n_rot};
     int32_t rope_k[KILN_MAX_IATTR] = {c->n_head_kv, c->head_dim, c->rope_mode, n_rot};
     int32_t attn[KILN_MAX_IATTR] = {c->n_head, c->n_head_kv, c->head_dim};
-    int freqs = c->rope_freqs ? C(&b, "rope_freqs.weight", 0) : -1; /* (n_rot / 2): Llama-3 frequency factors */
+    int freqs = c->rope_freqs ? C(&b, "rope_freqs.weight", 0)
+                              : -1; /* (n_rot / 2): Llama-3 frequency factors */
 
     for (int l = 0; l < c->n_layer && !b.failed; l++) {
         /* attn_norm.weight (D); attn_q (H*hd, D); attn_k, attn_v (KV*hd, D) */
-        int h = N(&b, KILN_OP_RMS_NORM, "blk.%d.attn_norm", l, IN(x, C(&b, "blk.%d.attn_norm.weight", l)), NULL, eps); /* (T, D) */
-        int q = N(&b, KILN_OP_MATMUL, "blk.%d.attn_q", l, IN(h, C(&b, "blk.%d.attn_q.weight", l)), NULL, NULL); /* (T, H*hd) */
-        int k = N(&b, KILN_OP_MATMUL, "blk.%d.attn_k", l, IN(h, C(&b, "blk.%d.attn_k.weight", l)), NULL, NULL); /* (T, KV*hd) */
-        int v = N(&b, KILN_OP_MATMUL, "blk.%d.attn_v", l, IN(h, C(&b, "blk.%d.attn_v.weight", l)), NULL, NULL); /* (T, KV*hd) */
-        if (c->qkv_bias) { /* Qwen2: attn_q.bias (H*hd), attn_k.bias and attn_v.bias (KV*hd) */
-            q = N(&b, KILN_OP_ADD, "blk.%d.attn_q_bias", l, IN(q, C(&b, "blk.%d.attn_q.bias", l)), NULL, NULL);
-            k = N(&b, KILN_OP_ADD, "blk.%d.attn_k_bias", l, IN(k, C(&b, "blk.%d.attn_k.bias", l)), NULL, NULL);
-            v = N(&b, KILN_OP_ADD, "blk.%d.attn_v_bias", l, IN(v, C(&b, "blk.%d.attn_v.bias", l)), NULL, NULL);
+        int h = N(&b, KILN_OP_RMS_NORM, "blk.%d.attn_norm", l,
+                  IN(x, C(&b, "blk.%d.attn_norm.weight", l)), NULL, eps); /* (T, D) */
+        int q = N(&b, KILN_OP_MATMUL, "blk.%d.attn_q", l, IN(h, C(&b, "blk.%d.attn_q.weight", l)),
+                  NULL, NULL); /* (T, H*hd) */
+        int k = N(&b, KILN_OP_MATMUL, "blk.%d.attn_k", l, IN(h, C(&b, "blk.%d.attn_k.weight", l)),
+                  NULL, NULL); /* (T, KV*hd) */
+        int v = N(&b, KILN_OP_MATMUL, "blk.%d.attn_v", l, IN(h, C(&b, "blk.%d.attn_v.weight", l)),
+                  NULL, NULL); /* (T, KV*hd) */
+        if (c->qkv_bias) {     /* Qwen2: attn_q.bias (H*hd), attn_k.bias and attn_v.bias (KV*hd) */
+            q = N(&b, KILN_OP_ADD, "blk.%d.attn_q_bias", l, IN(q, C(&b, "blk.%d.attn_q.bias", l)),
+                  NULL, NULL);
+            k = N(&b, KILN_OP_ADD, "blk.%d.attn_k_bias", l, IN(k, C(&b, "blk.%d.attn_k.bias", l)),
+                  NULL, NULL);
+            v = N(&b, KILN_OP_ADD, "blk.%d.attn_v_bias", l, IN(v, C(&b, "blk.%d.attn_v.bias", l)),
+                  NULL, NULL);
         }
-        if (c->qk_norm) { /* Qwen3: attn_q_norm.weight, attn_k_norm.weight (hd): one norm per head */
-            q = N(&b, KILN_OP_RMS_NORM, "blk.%d.attn_q_norm", l, IN(q, C(&b, "blk.%d.attn_q_norm.weight", l)), NULL, eps);
-            k = N(&b, KILN_OP_RMS_NORM, "blk.%d.attn_k_norm", l, IN(k, C(&b, "blk.%d.attn_k_norm.weight", l)), NULL, eps);
+        if (c->qk_norm) { /* Qwen3: attn_q_norm.weight, attn_k_norm.weight (hd): one norm per head
+                           */
+            q = N(&b, KILN_OP_RMS_NORM, "blk.%d.attn_q_norm", l,
+                  IN(q, C(&b, "blk.%d.attn_q_norm.weight", l)), NULL, eps);
+            k = N(&b, KILN_OP_RMS_NORM, "blk.%d.attn_k_norm", l,
+                  IN(k, C(&b, "blk.%d.attn_k_norm.weight", l)), NULL, eps);
         }
         if (freqs >= 0) { /* rope keeps the shapes: q (T, H*hd), k (T, KV*hd) */
             q = N(&b, KILN_OP_ROPE, "blk.%d.rope_q", l, IN(q, pos, freqs), rope_q, theta);
@@ -169,20 +198,27 @@ static kiln_status build_method(kiln_module *m, const kiln_llama_config *c, cons
          * views carry "after the write" to attention */
         kc = N(&b, KILN_OP_KV_STORE, "blk.%d.kv_store_k", l, IN(kc, k, pos), NULL, NULL);
         vc = N(&b, KILN_OP_KV_STORE, "blk.%d.kv_store_v", l, IN(vc, v, pos), NULL, NULL);
-        int a = N(&b, KILN_OP_ATTENTION, "blk.%d.attn", l, IN(q, kc, vc, pos), attn, div); /* (T, H*hd) */
+        int a = N(&b, KILN_OP_ATTENTION, "blk.%d.attn", l, IN(q, kc, vc, pos), attn,
+                  div); /* (T, H*hd) */
         /* attn_output.weight (D, H*hd) */
-        int o = N(&b, KILN_OP_MATMUL, "blk.%d.attn_output", l, IN(a, C(&b, "blk.%d.attn_output.weight", l)), NULL, NULL); /* (T, D) */
+        int o = N(&b, KILN_OP_MATMUL, "blk.%d.attn_output", l,
+                  IN(a, C(&b, "blk.%d.attn_output.weight", l)), NULL, NULL);     /* (T, D) */
         x = N(&b, KILN_OP_ADD, "blk.%d.attn_residual", l, IN(x, o), NULL, NULL); /* (T, D) */
         /* ffn_norm.weight (D); ffn_gate, ffn_up (F, D); ffn_down (D, F) */
-        h = N(&b, KILN_OP_RMS_NORM, "blk.%d.ffn_norm", l, IN(x, C(&b, "blk.%d.ffn_norm.weight", l)), NULL, eps); /* (T, D) */
-        int gt = N(&b, KILN_OP_MATMUL, "blk.%d.ffn_gate", l, IN(h, C(&b, "blk.%d.ffn_gate.weight", l)), NULL, NULL); /* (T, F) */
-        int up = N(&b, KILN_OP_MATMUL, "blk.%d.ffn_up", l, IN(h, C(&b, "blk.%d.ffn_up.weight", l)), NULL, NULL); /* (T, F) */
+        h = N(&b, KILN_OP_RMS_NORM, "blk.%d.ffn_norm", l, IN(x, C(&b, "blk.%d.ffn_norm.weight", l)),
+              NULL, eps); /* (T, D) */
+        int gt = N(&b, KILN_OP_MATMUL, "blk.%d.ffn_gate", l,
+                   IN(h, C(&b, "blk.%d.ffn_gate.weight", l)), NULL, NULL); /* (T, F) */
+        int up = N(&b, KILN_OP_MATMUL, "blk.%d.ffn_up", l, IN(h, C(&b, "blk.%d.ffn_up.weight", l)),
+                   NULL, NULL);                                                         /* (T, F) */
         int sw = N(&b, KILN_OP_SWIGLU, "blk.%d.ffn_swiglu", l, IN(gt, up), NULL, NULL); /* (T, F) */
-        int d = N(&b, KILN_OP_MATMUL, "blk.%d.ffn_down", l, IN(sw, C(&b, "blk.%d.ffn_down.weight", l)), NULL, NULL); /* (T, D) */
+        int d = N(&b, KILN_OP_MATMUL, "blk.%d.ffn_down", l,
+                  IN(sw, C(&b, "blk.%d.ffn_down.weight", l)), NULL, NULL);      /* (T, D) */
         x = N(&b, KILN_OP_ADD, "blk.%d.ffn_residual", l, IN(x, d), NULL, NULL); /* (T, D) */
     }
     /* output_norm.weight (D); output.weight (V, D), or token_embd.weight when tied */
-    int h = N(&b, KILN_OP_RMS_NORM, "output_norm", 0, IN(x, C(&b, "output_norm.weight", 0)), NULL, eps); /* (T, D) */
+    int h = N(&b, KILN_OP_RMS_NORM, "output_norm", 0, IN(x, C(&b, "output_norm.weight", 0)), NULL,
+              eps); /* (T, D) */
     int w = C(&b, c->tied_output ? "token_embd.weight" : "output.weight", 0);
     /* logits (T, V) when all_logits is 1, else (1, V): the last row */
     int logits = with_flag ? N(&b, KILN_OP_LOGITS, "logits", 0, IN(h, w, flag), NULL, NULL)
@@ -195,7 +231,8 @@ kiln_status kiln_llama_build(kiln_module *m, const kiln_llama_config *c, int pre
     kiln_status st = kiln_llama_check(c, c->arch);
     if (st) return st;
     if (prefill < 1 || prefill > max_seq)
-        return kiln_error(KILN_ERR_INVALID_ARG, "prefill size %d must be in 1..max-seq (%d)", prefill, max_seq);
+        return kiln_error(KILN_ERR_INVALID_ARG, "prefill size %d must be in 1..max-seq (%d)",
+                          prefill, max_seq);
     if (c->kv_dtype != KILN_F32 && c->kv_dtype != KILN_F16)
         return kiln_error(KILN_ERR_INVALID_ARG, "KV cache dtype %s is not f16 or f32",
                           kiln_dtype_name(c->kv_dtype) ? kiln_dtype_name(c->kv_dtype) : "?");

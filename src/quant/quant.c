@@ -33,9 +33,12 @@ static void q4k_scale_min(int j, const uint8_t *s, int *sc, int *mn) {
 kiln_status kiln_dequant_row(kiln_dtype t, const void *src, float *y, int64_t n) {
     const uint8_t *p = src;
     switch (t) {
-    case KILN_F32: memcpy(y, src, (size_t)n * 4); return KILN_OK;
+    case KILN_F32:
+        memcpy(y, src, (size_t)n * 4);
+        return KILN_OK;
     case KILN_F16:
-        for (int64_t i = 0; i < n; i++) y[i] = h2f(p + 2 * i);
+        for (int64_t i = 0; i < n; i++)
+            y[i] = h2f(p + 2 * i);
         return KILN_OK;
     case KILN_BF16:
         for (int64_t i = 0; i < n; i++) {
@@ -47,7 +50,8 @@ kiln_status kiln_dequant_row(kiln_dtype t, const void *src, float *y, int64_t n)
     case KILN_Q8_0:
         for (int64_t b = 0; b < n / 32; b++, p += 34, y += 32) {
             float d = h2f(p);
-            for (int j = 0; j < 32; j++) y[j] = d * (float)(int8_t)p[2 + j];
+            for (int j = 0; j < 32; j++)
+                y[j] = d * (float)(int8_t)p[2 + j];
         }
         return KILN_OK;
     case KILN_Q4_0:
@@ -108,17 +112,22 @@ kiln_status kiln_dequant_row(kiln_dtype t, const void *src, float *y, int64_t n)
         return KILN_OK;
     case KILN_I32:
     case KILN_Q4_0_X8:
-    case KILN_Q4_1_X8: break; /* rows of a packed tensor: kiln_weight_dequant */
+    case KILN_Q4_1_X8:
+        break; /* rows of a packed tensor: kiln_weight_dequant */
     }
-    return kiln_error(KILN_ERR_UNSUPPORTED, "no reader for dtype %s", kiln_dtype_name(t) ? kiln_dtype_name(t) : "?");
+    return kiln_error(KILN_ERR_UNSUPPORTED, "no reader for dtype %s",
+                      kiln_dtype_name(t) ? kiln_dtype_name(t) : "?");
 }
 
 kiln_status kiln_quant_row(kiln_dtype t, const float *x, void *dst, int64_t n) {
     uint8_t *p = dst;
     switch (t) {
-    case KILN_F32: memcpy(dst, x, (size_t)n * 4); return KILN_OK;
+    case KILN_F32:
+        memcpy(dst, x, (size_t)n * 4);
+        return KILN_OK;
     case KILN_F16:
-        for (int64_t i = 0; i < n; i++) f2h(p + 2 * i, x[i]);
+        for (int64_t i = 0; i < n; i++)
+            f2h(p + 2 * i, x[i]);
         return KILN_OK;
     case KILN_BF16:
         for (int64_t i = 0; i < n; i++) {
@@ -129,10 +138,12 @@ kiln_status kiln_quant_row(kiln_dtype t, const float *x, void *dst, int64_t n) {
     case KILN_Q8_0:
         for (int64_t b = 0; b < n / 32; b++, p += 34, x += 32) {
             float amax = 0;
-            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+            for (int j = 0; j < 32; j++)
+                amax = fmaxf(amax, fabsf(x[j]));
             float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
             f2h(p, d);
-            for (int j = 0; j < 32; j++) p[2 + j] = (uint8_t)(int8_t)lroundf(x[j] * id);
+            for (int j = 0; j < 32; j++)
+                p[2 + j] = (uint8_t)(int8_t)lroundf(x[j] * id);
         }
         return KILN_OK;
     case KILN_Q4_0:
@@ -156,9 +167,11 @@ kiln_status kiln_quant_row(kiln_dtype t, const float *x, void *dst, int64_t n) {
             }
         }
         return KILN_OK;
-    default: break;
+    default:
+        break;
     }
-    return kiln_error(KILN_ERR_UNSUPPORTED, "cannot quantize to %s (supported: f32, f16, bf16, q8_0, q4_0)",
+    return kiln_error(KILN_ERR_UNSUPPORTED,
+                      "cannot quantize to %s (supported: f32, f16, bf16, q8_0, q4_0)",
                       kiln_dtype_name(t) ? kiln_dtype_name(t) : "?");
 }
 
@@ -181,9 +194,12 @@ typedef struct {
 } x8_layout;
 
 static int x8_layout_of(kiln_dtype t, x8_layout *l) {
-    if (t == KILN_Q4_0_X8) *l = (x8_layout){18, 16};
-    else if (t == KILN_Q4_1_X8) *l = (x8_layout){20, 32};
-    else return 0;
+    if (t == KILN_Q4_0_X8)
+        *l = (x8_layout){18, 16};
+    else if (t == KILN_Q4_1_X8)
+        *l = (x8_layout){20, 32};
+    else
+        return 0;
     return 1;
 }
 
@@ -191,7 +207,8 @@ kiln_status kiln_weight_dequant(kiln_dtype t, const void *w, size_t row_stride, 
                                 int64_t k0, int64_t n, float *dst) {
     x8_layout l;
     if (!x8_layout_of(t, &l)) {
-        const uint8_t *p = (const uint8_t *)w + (size_t)row * row_stride + kiln_dtype_row_bytes(t, k0);
+        const uint8_t *p =
+            (const uint8_t *)w + (size_t)row * row_stride + kiln_dtype_row_bytes(t, k0);
         return kiln_dequant_row(t, p, dst, n);
     }
     const uint8_t *g = (const uint8_t *)w + (size_t)(row / 8) * 8 * row_stride;
@@ -203,8 +220,10 @@ kiln_status kiln_weight_dequant(kiln_dtype t, const void *w, size_t row_stride, 
             for (int e = 0; e < 4; e++) {
                 uint8_t q = blk[l.head + 32 * m + 4 * j + e];
                 /* q4_0: d * (q - 8) = d * q + (-8 * d), exactly as the plain reader */
-                dst[4 * m + e] = l.head == 32 ? d * (float)(q & 0x0F) + mn : d * (float)((q & 0x0F) - 8);
-                dst[16 + 4 * m + e] = l.head == 32 ? d * (float)(q >> 4) + mn : d * (float)((q >> 4) - 8);
+                dst[4 * m + e] =
+                    l.head == 32 ? d * (float)(q & 0x0F) + mn : d * (float)((q & 0x0F) - 8);
+                dst[16 + 4 * m + e] =
+                    l.head == 32 ? d * (float)(q >> 4) + mn : d * (float)((q >> 4) - 8);
             }
     }
     return KILN_OK;
@@ -214,9 +233,11 @@ kiln_status kiln_pack_rows(kiln_dtype packed, const void *src, size_t src_stride
                            int64_t k, void *dst, size_t dst_stride) {
     x8_layout l;
     if (!x8_layout_of(packed, &l))
-        return kiln_error(KILN_ERR_UNSUPPORTED, "no packed layout %s", kiln_dtype_name(packed) ? kiln_dtype_name(packed) : "?");
+        return kiln_error(KILN_ERR_UNSUPPORTED, "no packed layout %s",
+                          kiln_dtype_name(packed) ? kiln_dtype_name(packed) : "?");
     if (nrows % 8 || k % 32)
-        return kiln_error(KILN_ERR_INVALID_ARG, "%s packs whole groups of 8 rows of whole blocks (%lld rows of %lld)",
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "%s packs whole groups of 8 rows of whole blocks (%lld rows of %lld)",
                           kiln_dtype_name(packed), (long long)nrows, (long long)k);
     const uint8_t *s = src;
     uint8_t *d = dst;
@@ -225,7 +246,8 @@ kiln_status kiln_pack_rows(kiln_dtype packed, const void *src, size_t src_stride
         for (int64_t b = 0; b < k / 32; b++) {
             uint8_t *blk = d + (size_t)g * 8 * dst_stride + (size_t)b * 8 * l.plain_bytes;
             for (int j = 0; j < 8; j++) {
-                const uint8_t *in = s + (size_t)(8 * g + j) * src_stride + (size_t)b * l.plain_bytes;
+                const uint8_t *in =
+                    s + (size_t)(8 * g + j) * src_stride + (size_t)b * l.plain_bytes;
                 memcpy(blk + 2 * j, in, 2);
                 if (l.head == 32) memcpy(blk + 16 + 2 * j, in + 2, 2);
                 for (int m = 0; m < 4; m++)

@@ -22,7 +22,8 @@ int kiln_program_node_is_fallback(const kiln_program *p, const kiln_node *n);
 /* The compute unit node n runs on given its inputs ("avx2 q4_1x8 x q8 dot"),
  * or NULL when its backend names none. Borrowed: static or valid until the
  * program is closed. */
-const char *kiln_program_node_unit(const kiln_program *p, const kiln_node *n, const kiln_tensor *const *in);
+const char *kiln_program_node_unit(const kiln_program *p, const kiln_node *n,
+                                   const kiln_tensor *const *in);
 
 /* Writes the names of the backends the nodes of `method` (-1: of every
  * method) run on, joined by '+' in the program's order ("cpu+ref"), into

@@ -33,16 +33,20 @@ static kiln_status force_backend(kiln_module *m, const char *path, const char *n
         for (int i = 0; i < m->methods[k].n_nodes; i++) {
             const kiln_node *n = &m->methods[k].nodes[i];
             if (!b->supports(m, &m->methods[k], n))
-                return kiln_error(KILN_ERR_UNSUPPORTED, "'%s': method '%s', node '%s' (%s) cannot run on backend %s",
-                                  kiln_basename(path), m->methods[k].name, n->name, kiln_op_get(n->op)->name, name);
+                return kiln_error(KILN_ERR_UNSUPPORTED,
+                                  "'%s': method '%s', node '%s' (%s) cannot run on backend %s",
+                                  kiln_basename(path), m->methods[k].name, n->name,
+                                  kiln_op_get(n->op)->name, name);
         }
     char *s = kiln_strdup(name);
     if (!s) return kiln_error(KILN_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < m->n_backends; i++) kiln_free(m->backends[i]);
+    for (int i = 0; i < m->n_backends; i++)
+        kiln_free(m->backends[i]);
     m->backends[0] = s;
     m->n_backends = 1;
     for (int k = 0; k < m->n_methods; k++)
-        for (int i = 0; i < m->methods[k].n_nodes; i++) m->methods[k].nodes[i].backend = 0;
+        for (int i = 0; i < m->methods[k].n_nodes; i++)
+            m->methods[k].nodes[i].backend = 0;
     return KILN_OK;
 }
 
@@ -52,8 +56,8 @@ kiln_status kiln_program_open_with(const char *path, const kiln_open_options *op
     if (!options) options = &defaults;
     *out = NULL;
     if (options->n_threads < 0 || options->n_threads > KILN_MAX_THREADS)
-        return kiln_error(KILN_ERR_INVALID_ARG, "thread count %d is out of range 0..%d", options->n_threads,
-                          KILN_MAX_THREADS);
+        return kiln_error(KILN_ERR_INVALID_ARG, "thread count %d is out of range 0..%d",
+                          options->n_threads, KILN_MAX_THREADS);
     if (!path) return kiln_error(KILN_ERR_INVALID_ARG, "no program path given");
     kiln_program *p = kiln_calloc(1, sizeof *p);
     if (!p || !(p->path = kiln_strdup(path))) {
@@ -62,8 +66,10 @@ kiln_status kiln_program_open_with(const char *path, const kiln_open_options *op
     }
     kiln_status st = kiln_file_map_open(path, &p->map);
     if (!st)
-        st = kiln_program_parse(p->map.data, p->map.size, path, &p->mod, p->sections, &p->n_sections);
-    if (!st && options->backend && p->mod.n_backends > 0) st = force_backend(&p->mod, path, options->backend);
+        st = kiln_program_parse(p->map.data, p->map.size, path, &p->mod, p->sections,
+                                &p->n_sections);
+    if (!st && options->backend && p->mod.n_backends > 0)
+        st = force_backend(&p->mod, path, options->backend);
     if (st) goto fail;
 
     int nb = p->mod.n_backends;
@@ -126,13 +132,16 @@ kiln_status kiln_program_verify(const kiln_program *p) {
         uint32_t c = kiln_crc32c(0, p->map.data + s->offset, (size_t)s->size);
         if (c != s->crc)
             return kiln_error(KILN_ERR_FORMAT,
-                              "'%s': section '%s' checksum mismatch (stored 0x%08x, computed 0x%08x): the file is damaged",
+                              "'%s': section '%s' checksum mismatch (stored 0x%08x, computed "
+                              "0x%08x): the file is damaged",
                               kiln_basename(p->path), kiln_section_name(s->kind), s->crc, c);
     }
     return KILN_OK;
 }
 
-int kiln_program_method_count(const kiln_program *p) { return p->mod.n_methods; }
+int kiln_program_method_count(const kiln_program *p) {
+    return p->mod.n_methods;
+}
 
 const char *kiln_program_method_name(const kiln_program *p, int i) {
     return i >= 0 && i < p->mod.n_methods ? p->mod.methods[i].name : NULL;
@@ -144,7 +153,8 @@ kiln_status kiln_program_find_method(const kiln_program *p, const char *name, in
             *index = i;
             return KILN_OK;
         }
-    return kiln_error(KILN_ERR_INVALID_ARG, "'%s' has no method '%s'", kiln_basename(p->path), name);
+    return kiln_error(KILN_ERR_INVALID_ARG, "'%s' has no method '%s'", kiln_basename(p->path),
+                      name);
 }
 
 static const kiln_graph *method(const kiln_program *p, int m) {
@@ -161,7 +171,8 @@ int kiln_method_output_count(const kiln_program *p, int m) {
     return g ? g->n_outputs : 0;
 }
 
-static kiln_status value_info(const kiln_program *p, int m, int i, int output, kiln_tensor_info *info) {
+static kiln_status value_info(const kiln_program *p, int m, int i, int output,
+                              kiln_tensor_info *info) {
     const kiln_graph *g = method(p, m);
     if (!g) return kiln_error(KILN_ERR_INVALID_ARG, "method index %d out of range", m);
     int n = output ? g->n_outputs : g->n_inputs;
@@ -177,7 +188,8 @@ static kiln_status value_info(const kiln_program *p, int m, int i, int output, k
     info->dynamic_mask = v->dyn_mask;
     if (output) /* outputs whose rows follow the token count */
         for (int d = 0; d < v->ndim; d++)
-            if (v->ne[d] == g->max_tokens && g->max_tokens > 1 && d == 0) info->dynamic_mask |= 1u << d;
+            if (v->ne[d] == g->max_tokens && g->max_tokens > 1 && d == 0)
+                info->dynamic_mask |= 1u << d;
     return KILN_OK;
 }
 
@@ -202,7 +214,8 @@ kiln_status kiln_program_meta_int(const kiln_program *p, const char *key, int64_
     return KILN_OK;
 }
 
-kiln_status kiln_program_meta_ints(const kiln_program *p, const char *key, const int64_t **values, int *n) {
+kiln_status kiln_program_meta_ints(const kiln_program *p, const char *key, const int64_t **values,
+                                   int *n) {
     const kiln_meta *e = kiln_meta_find(&p->mod, key);
     if (!e || e->type != KILN_META_INT_ARRAY)
         return kiln_error(KILN_ERR_INVALID_ARG, "no integer-array metadata '%s'", key);
@@ -219,14 +232,21 @@ const kiln_backend *kiln_program_node_backend(const kiln_program *p, const kiln_
     return p->backends[n->backend];
 }
 
-const char *kiln_program_node_unit(const kiln_program *p, const kiln_node *n, const kiln_tensor *const *in) {
+const char *kiln_program_node_unit(const kiln_program *p, const kiln_node *n,
+                                   const kiln_tensor *const *in) {
     const kiln_backend *b = p->backends[n->backend];
     return b->unit ? b->unit(p->backend_ctx[n->backend], n, in) : NULL;
 }
 
-const kiln_module *kiln_program_module(const kiln_program *p) { return &p->mod; }
-uint64_t kiln_program_file_bytes(const kiln_program *p) { return p->map.size; }
-int kiln_program_section_count(const kiln_program *p) { return p->n_sections; }
+const kiln_module *kiln_program_module(const kiln_program *p) {
+    return &p->mod;
+}
+uint64_t kiln_program_file_bytes(const kiln_program *p) {
+    return p->map.size;
+}
+int kiln_program_section_count(const kiln_program *p) {
+    return p->n_sections;
+}
 
 void kiln_program_backends_used(const kiln_program *p, int method, char *buf, size_t cap) {
     const kiln_module *m = &p->mod;

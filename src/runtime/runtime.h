@@ -30,13 +30,13 @@ struct kiln_program {
 
 struct kiln_session {
     const kiln_program *prog;
-    void **state;        /* per state buffer */
-    uint8_t *arena;      /* shared by all methods, sized for the largest */
-    uint8_t *inputs;     /* per-method input slots (inputs survive other methods) */
-    kiln_tensor **vals;  /* per method: one view per value, data resolved at create */
-    uint8_t **input_set; /* per method, per input: set since creation */
-    int last_method;     /* the method whose outputs the arena holds, or -1 */
-    struct kiln_trace *trace; /* kiln_session_set_trace; NULL = not recording */
+    void **state;                /* per state buffer */
+    uint8_t *arena;              /* shared by all methods, sized for the largest */
+    uint8_t *inputs;             /* per-method input slots (inputs survive other methods) */
+    kiln_tensor **vals;          /* per method: one view per value, data resolved at create */
+    uint8_t **input_set;         /* per method, per input: set since creation */
+    int last_method;             /* the method whose outputs the arena holds, or -1 */
+    struct kiln_trace *trace;    /* kiln_session_set_trace; NULL = not recording */
     kiln_node_observer observer; /* kiln_session_set_observer; NULL = none */
     void *observer_user;
 };
@@ -45,9 +45,11 @@ struct kiln_session {
  * since the trace was created (kiln_trace_now). */
 uint64_t kiln_trace_now(const struct kiln_trace *t);
 void kiln_trace_call_begin(struct kiln_trace *t);
-void kiln_trace_node(struct kiln_trace *t, const kiln_program *p, int method, int index, const kiln_node *n,
-                     const kiln_tensor *const *in, const kiln_tensor *out, uint64_t t0, uint64_t t1);
-void kiln_trace_method(struct kiln_trace *t, int method, int64_t tokens, uint64_t t0, uint64_t t1, int ok);
+void kiln_trace_node(struct kiln_trace *t, const kiln_program *p, int method, int index,
+                     const kiln_node *n, const kiln_tensor *const *in, const kiln_tensor *out,
+                     uint64_t t0, uint64_t t1);
+void kiln_trace_method(struct kiln_trace *t, int method, int64_t tokens, uint64_t t0, uint64_t t1,
+                       int ok);
 
 /* Index of the input named `name` of `method`, or -1. */
 int kiln_method_input_index(const kiln_program *p, int method, const char *name);
@@ -62,8 +64,9 @@ void kiln_session_set_observer(kiln_session *s, kiln_node_observer fn, void *use
  * reference's inputs. The caller's state is never written: a kv_store,
  * which writes its cache in place, is given a copy of the cache in
  * out->data and writes there. */
-kiln_status kiln_program_exec_node(const kiln_program *p, int method, int node, const kiln_tensor *const *in,
-                                   kiln_tensor *out, void *scratch, uint64_t scratch_bytes);
+kiln_status kiln_program_exec_node(const kiln_program *p, int method, int node,
+                                   const kiln_tensor *const *in, kiln_tensor *out, void *scratch,
+                                   uint64_t scratch_bytes);
 /* Scratch bytes a method's nodes may use. */
 uint64_t kiln_method_scratch_bytes(const kiln_program *p, int method);
 

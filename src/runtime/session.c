@@ -11,7 +11,8 @@
 void kiln_session_destroy(kiln_session *s) {
     if (!s) return;
     const kiln_module *m = &s->prog->mod;
-    for (int i = 0; s->state && i < m->n_states; i++) kiln_aligned_free(s->state[i]);
+    for (int i = 0; s->state && i < m->n_states; i++)
+        kiln_aligned_free(s->state[i]);
     for (int k = 0; k < m->n_methods; k++) {
         if (s->vals) kiln_free(s->vals[k]);
         if (s->input_set) kiln_free(s->input_set[k]);
@@ -53,11 +54,18 @@ kiln_status kiln_session_create(const kiln_program *p, kiln_session **out) {
             t->ndim = v->ndim;
             memcpy(t->ne, v->ne, sizeof v->ne);
             switch (v->kind) {
-            case KILN_VAL_CONST: t->data = (void *)m->consts[v->ref].data; break;
+            case KILN_VAL_CONST:
+                t->data = (void *)m->consts[v->ref].data;
+                break;
             case KILN_VAL_STATE:
-            case KILN_VAL_VIEW: t->data = s->state[v->ref]; break;
-            case KILN_VAL_ACT: t->data = s->arena + v->offset; break;
-            case KILN_VAL_INPUT: break;
+            case KILN_VAL_VIEW:
+                t->data = s->state[v->ref];
+                break;
+            case KILN_VAL_ACT:
+                t->data = s->arena + v->offset;
+                break;
+            case KILN_VAL_INPUT:
+                break;
             }
         }
         for (int i = 0; i < g->n_inputs; i++) {
@@ -77,11 +85,14 @@ oom:
 kiln_status kiln_session_reset(kiln_session *s) {
     if (!s) return kiln_error(KILN_ERR_INVALID_ARG, "no session given");
     const kiln_module *m = &s->prog->mod;
-    for (int i = 0; i < m->n_states; i++) memset(s->state[i], 0, (size_t)m->states[i].nbytes);
+    for (int i = 0; i < m->n_states; i++)
+        memset(s->state[i], 0, (size_t)m->states[i].nbytes);
     return KILN_OK;
 }
 
-const kiln_program *kiln_session_program(const kiln_session *s) { return s->prog; }
+const kiln_program *kiln_session_program(const kiln_session *s) {
+    return s->prog;
+}
 
 static const kiln_graph *get_method(kiln_session *s, int method) {
     if (!s || method < 0 || method >= s->prog->mod.n_methods) {
@@ -96,8 +107,9 @@ kiln_status kiln_session_set_input(kiln_session *s, int method, int input, const
     const kiln_graph *g = get_method(s, method);
     if (!g) return KILN_ERR_INVALID_ARG;
     if (input < 0 || input >= g->n_inputs)
-        return kiln_error(KILN_ERR_INVALID_ARG, "method '%s' has %d inputs, index %d is out of range",
-                          g->name, g->n_inputs, input);
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "method '%s' has %d inputs, index %d is out of range", g->name,
+                          g->n_inputs, input);
     const kiln_value *v = &g->values[g->inputs[input]];
     char want[96], got[96];
     if (!data || !shape || ndim != v->ndim || dtype != v->dtype) goto mismatch;
@@ -112,8 +124,10 @@ kiln_status kiln_session_set_input(kiln_session *s, int method, int input, const
     return KILN_OK;
 mismatch:
     kiln_shape_str(v->ndim, v->ne, want, sizeof want);
-    if (shape && ndim >= 0 && ndim <= KILN_MAX_DIMS) kiln_shape_str(ndim, shape, got, sizeof got);
-    else snprintf(got, sizeof got, "(%d dims)", ndim);
+    if (shape && ndim >= 0 && ndim <= KILN_MAX_DIMS)
+        kiln_shape_str(ndim, shape, got, sizeof got);
+    else
+        snprintf(got, sizeof got, "(%d dims)", ndim);
     return kiln_error(KILN_ERR_INVALID_ARG,
                       "method '%s' input '%s': expected %s %s%s, given %s %s%s", g->name, v->name,
                       kiln_dtype_name(v->dtype), want, v->dyn_mask ? " (dim 0 may be 1..max)" : "",
@@ -131,7 +145,8 @@ kiln_status kiln_session_execute(kiln_session *s, int method) {
     for (int i = 0; i < g->n_inputs; i++) {
         const kiln_value *v = &g->values[g->inputs[i]];
         if (!s->input_set[method][i])
-            return kiln_error(KILN_ERR_INVALID_ARG, "method '%s': input '%s' was never set", g->name, v->name);
+            return kiln_error(KILN_ERR_INVALID_ARG, "method '%s': input '%s' was never set",
+                              g->name, v->name);
         for (int d = 0; d < v->ndim; d++) {
             if (!(v->dyn_mask >> d & 1)) continue;
             int64_t n = vals[g->inputs[i]].ne[d];
@@ -157,7 +172,8 @@ kiln_status kiln_session_execute(kiln_session *s, int method) {
         const kiln_node *n = &g->nodes[i];
         const kiln_op_info *info = kiln_op_get(n->op);
         const kiln_tensor *in[KILN_MAX_INPUTS];
-        for (int j = 0; j < n->n_in; j++) in[j] = &vals[n->in[j]];
+        for (int j = 0; j < n->n_in; j++)
+            in[j] = &vals[n->in[j]];
         kiln_tensor *out = &vals[n->out];
         kiln_tensor shape = *out;
         char err[400];
@@ -169,7 +185,8 @@ kiln_status kiln_session_execute(kiln_session *s, int method) {
         memcpy(out->ne, shape.ne, sizeof shape.ne);
         if (s->observer && s->observer(s->observer_user, method, i, in, out, 0)) {
             if (tr) kiln_trace_method(tr, method, T, call_t0, kiln_trace_now(tr), 0);
-            return kiln_error(KILN_ERR_CANCELLED, "method '%s': stopped before node '%s'", g->name, n->name);
+            return kiln_error(KILN_ERR_CANCELLED, "method '%s': stopped before node '%s'", g->name,
+                              n->name);
         }
         uint64_t t0 = tr ? kiln_trace_now(tr) : 0;
         kiln_status st = p->backends[n->backend]->exec(p->backend_ctx[n->backend], n, in, out,
@@ -177,7 +194,8 @@ kiln_status kiln_session_execute(kiln_session *s, int method) {
         if (tr) kiln_trace_node(tr, p, method, i, n, in, out, t0, kiln_trace_now(tr));
         if (!st && s->observer && s->observer(s->observer_user, method, i, in, out, 1)) {
             if (tr) kiln_trace_method(tr, method, T, call_t0, kiln_trace_now(tr), 0);
-            return kiln_error(KILN_ERR_CANCELLED, "method '%s': stopped after node '%s'", g->name, n->name);
+            return kiln_error(KILN_ERR_CANCELLED, "method '%s': stopped after node '%s'", g->name,
+                              n->name);
         }
         if (st) {
             if (tr) kiln_trace_method(tr, method, T, call_t0, kiln_trace_now(tr), 0);
@@ -195,13 +213,16 @@ kiln_status kiln_session_get_output(kiln_session *s, int method, int output, con
     const kiln_graph *g = get_method(s, method);
     if (!g) return KILN_ERR_INVALID_ARG;
     if (output < 0 || output >= g->n_outputs)
-        return kiln_error(KILN_ERR_INVALID_ARG, "method '%s' has %d outputs, index %d is out of range",
-                          g->name, g->n_outputs, output);
-    if (s->last_method != method)
         return kiln_error(KILN_ERR_INVALID_ARG,
-                          "method '%s' has no outputs to read: %s (methods share one arena)", g->name,
-                          s->last_method < 0 ? "no call has succeeded since the session was made or since a failed call"
-                                             : "another method ran after it");
+                          "method '%s' has %d outputs, index %d is out of range", g->name,
+                          g->n_outputs, output);
+    if (s->last_method != method)
+        return kiln_error(
+            KILN_ERR_INVALID_ARG,
+            "method '%s' has no outputs to read: %s (methods share one arena)", g->name,
+            s->last_method < 0
+                ? "no call has succeeded since the session was made or since a failed call"
+                : "another method ran after it");
     const kiln_tensor *t = &s->vals[method][g->outputs[output]];
     if (data) *data = t->data;
     if (dtype) *dtype = t->dtype;
@@ -221,9 +242,11 @@ uint64_t kiln_method_scratch_bytes(const kiln_program *p, int method) {
     return g->arena_bytes - g->scratch_offset;
 }
 
-kiln_status kiln_program_exec_node(const kiln_program *p, int method, int node, const kiln_tensor *const *in,
-                                   kiln_tensor *out, void *scratch, uint64_t scratch_bytes) {
-    if (method < 0 || method >= p->mod.n_methods || node < 0 || node >= p->mod.methods[method].n_nodes)
+kiln_status kiln_program_exec_node(const kiln_program *p, int method, int node,
+                                   const kiln_tensor *const *in, kiln_tensor *out, void *scratch,
+                                   uint64_t scratch_bytes) {
+    if (method < 0 || method >= p->mod.n_methods || node < 0 ||
+        node >= p->mod.methods[method].n_nodes)
         return kiln_error(KILN_ERR_INVALID_ARG, "no node %d in method %d", node, method);
     const kiln_graph *g = &p->mod.methods[method];
     const kiln_node *n = &g->nodes[node];
@@ -231,19 +254,23 @@ kiln_status kiln_program_exec_node(const kiln_program *p, int method, int node, 
     kiln_tensor shape = *out;
     char err[400];
     if (info->shape(n, in, &shape, err, sizeof err))
-        return kiln_error(KILN_ERR_INVALID_ARG, "method '%s', node '%s' (%s): %s", g->name, n->name, info->name, err);
+        return kiln_error(KILN_ERR_INVALID_ARG, "method '%s', node '%s' (%s): %s", g->name, n->name,
+                          info->name, err);
     memcpy(out->ne, shape.ne, sizeof shape.ne);
     const kiln_tensor *args[KILN_MAX_INPUTS];
     kiln_tensor cache;
-    for (int j = 0; j < n->n_in; j++) args[j] = in[j];
+    for (int j = 0; j < n->n_in; j++)
+        args[j] = in[j];
     if (n->op == KILN_OP_KV_STORE) { /* it writes the cache it is given: a copy in out */
         cache = *in[0];
         cache.data = out->data;
-        if (out->data != in[0]->data) memcpy(out->data, in[0]->data, (size_t)kiln_tensor_bytes(in[0]));
+        if (out->data != in[0]->data)
+            memcpy(out->data, in[0]->data, (size_t)kiln_tensor_bytes(in[0]));
         args[0] = &cache;
     }
-    kiln_status st = p->backends[n->backend]->exec(p->backend_ctx[n->backend], n, args, out, scratch, scratch_bytes);
-    return st ? kiln_error_wrap(st, "method '%s', node '%s' (%s on %s)", g->name, n->name, info->name,
-                                p->mod.backends[n->backend])
+    kiln_status st = p->backends[n->backend]->exec(p->backend_ctx[n->backend], n, args, out,
+                                                   scratch, scratch_bytes);
+    return st ? kiln_error_wrap(st, "method '%s', node '%s' (%s on %s)", g->name, n->name,
+                                info->name, p->mod.backends[n->backend])
               : KILN_OK;
 }

@@ -125,7 +125,8 @@ typedef struct {
 
 static cursor seek(const kiln_trace *t, int64_t i) {
     trace_block *b = t->head;
-    for (; b && i >= b->n; b = b->next) i -= b->n;
+    for (; b && i >= b->n; b = b->next)
+        i -= b->n;
     return (cursor){b, (int)i};
 }
 
@@ -138,8 +139,9 @@ void kiln_trace_call_begin(kiln_trace *t) {
     t->call_first = t->n_events;
 }
 
-void kiln_trace_node(kiln_trace *t, const kiln_program *p, int method, int index, const kiln_node *n,
-                     const kiln_tensor *const *in, const kiln_tensor *out, uint64_t t0, uint64_t t1) {
+void kiln_trace_node(kiln_trace *t, const kiln_program *p, int method, int index,
+                     const kiln_node *n, const kiln_tensor *const *in, const kiln_tensor *out,
+                     uint64_t t0, uint64_t t1) {
     trace_ev *e = push(t);
     if (!e) return;
     const kiln_op_info *info = kiln_op_get(n->op);
@@ -158,7 +160,8 @@ void kiln_trace_node(kiln_trace *t, const kiln_program *p, int method, int index
     e->unit = b->unit ? b->unit(p->backend_ctx[n->backend], n, in) : b->name;
 }
 
-void kiln_trace_method(kiln_trace *t, int method, int64_t tokens, uint64_t t0, uint64_t t1, int ok) {
+void kiln_trace_method(kiln_trace *t, int method, int64_t tokens, uint64_t t0, uint64_t t1,
+                       int ok) {
     /* partitions over this call's node events: runs of one backend */
     int64_t n = t->n_events - t->call_first;
     cursor c = seek(t, t->call_first);
@@ -215,7 +218,8 @@ static uint64_t resident_bytes(const void *addr, size_t len) {
     if (!vec) return 0;
     uint64_t n = 0;
     if (mincore((void *)start, span, vec) == 0)
-        for (size_t i = 0; i < pages; i++) n += vec[i] & 1;
+        for (size_t i = 0; i < pages; i++)
+            n += vec[i] & 1;
     kiln_free(vec);
     n *= (uint64_t)ps;
     return n > len ? len : n;
@@ -227,8 +231,9 @@ static void write_event(FILE *f, const kiln_program *p, const trace_ev *e) {
     if (e->kind == EV_METHOD) {
         fprintf(f, "{\"ev\":\"method\",\"call\":%lld,\"method\":", (long long)e->call);
         kiln_json_fput_str(f, g->name);
-        fprintf(f, ",\"tokens\":%lld,\"start_ns\":%llu,\"end_ns\":%llu,\"ok\":%s}\n", (long long)e->tokens,
-                (unsigned long long)e->t0, (unsigned long long)e->t1, e->ok ? "true" : "false");
+        fprintf(f, ",\"tokens\":%lld,\"start_ns\":%llu,\"end_ns\":%llu,\"ok\":%s}\n",
+                (long long)e->tokens, (unsigned long long)e->t0, (unsigned long long)e->t1,
+                e->ok ? "true" : "false");
         return;
     }
     const char *backend = m->backends[e->backend];
@@ -237,7 +242,9 @@ static void write_event(FILE *f, const kiln_program *p, const trace_ev *e) {
         kiln_json_fput_str(f, g->name);
         fprintf(f, ",\"partition\":%d,\"backend\":", e->partition);
         kiln_json_fput_str(f, backend);
-        fprintf(f, ",\"fallback\":%s,\"first_node\":%d,\"last_node\":%d,\"start_ns\":%llu,\"end_ns\":%llu}\n",
+        fprintf(f,
+                ",\"fallback\":%s,\"first_node\":%d,\"last_node\":%d,\"start_ns\":%llu,\"end_ns\":%"
+                "llu}\n",
                 e->fallback ? "true" : "false", e->node, e->node_last, (unsigned long long)e->t0,
                 (unsigned long long)e->t1);
         return;
@@ -253,20 +260,24 @@ static void write_event(FILE *f, const kiln_program *p, const trace_ev *e) {
     kiln_json_fput_str(f, backend);
     fputs(",\"unit\":", f);
     kiln_json_fput_str(f, e->unit ? e->unit : backend);
-    fprintf(f, ",\"fallback\":%s,\"start_ns\":%llu,\"end_ns\":%llu,\"flops\":%.17g,\"bytes\":%.17g}\n",
-            e->fallback ? "true" : "false", (unsigned long long)e->t0, (unsigned long long)e->t1, e->flops,
-            e->bytes);
+    fprintf(f,
+            ",\"fallback\":%s,\"start_ns\":%llu,\"end_ns\":%llu,\"flops\":%.17g,\"bytes\":%.17g}\n",
+            e->fallback ? "true" : "false", (unsigned long long)e->t0, (unsigned long long)e->t1,
+            e->flops, e->bytes);
 }
 
 kiln_status kiln_trace_write(const kiln_trace *t, const kiln_session *s, const char *path) {
     if (!t || !path) return kiln_error(KILN_ERR_INVALID_ARG, "no trace or path given");
     const kiln_program *p = t->prog ? t->prog : s ? s->prog : NULL;
     if (!p) return kiln_error(KILN_ERR_INVALID_ARG, "the trace was never attached to a session");
-    if (s && s->prog != p) return kiln_error(KILN_ERR_INVALID_ARG, "the session is of another program than the trace's");
+    if (s && s->prog != p)
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "the session is of another program than the trace's");
     FILE *f = fopen(path, "w");
     if (!f) return kiln_error(KILN_ERR_IO, "cannot write trace '%s'", path);
     const kiln_module *m = &p->mod;
-    fprintf(f, "{\"kiln_trace\":1,\"kiln\":\"%s\",\"format_version\":%d,\"program\":", kiln_version(),
+    fprintf(f,
+            "{\"kiln_trace\":1,\"kiln\":\"%s\",\"format_version\":%d,\"program\":", kiln_version(),
             KILN_FORMAT_VERSION);
     kiln_json_fput_str(f, p->path);
     fputs(",\"clock\":\"monotonic\",\"methods\":[", f);
@@ -287,7 +298,8 @@ kiln_status kiln_trace_write(const kiln_trace *t, const kiln_session *s, const c
     fprintf(f, "],\"threads\":%d,\"calls\":%lld}\n", threads, (long long)t->n_calls);
     int64_t written = 0;
     for (const trace_block *b = t->head; b; b = b->next)
-        for (int i = 0; i < b->n; i++, written++) write_event(f, p, &b->ev[i]);
+        for (int i = 0; i < b->n; i++, written++)
+            write_event(f, p, &b->ev[i]);
 
     /* memory */
     uint64_t weights = 0, weights_off = 0;
@@ -311,11 +323,12 @@ kiln_status kiln_trace_write(const kiln_trace *t, const kiln_session *s, const c
             "{\"ev\":\"memory\",\"weights_file_bytes\":%llu,\"weights_mapped_bytes\":%llu,"
             "\"weights_resident_bytes\":%llu,\"state_bytes\":%llu,",
             (unsigned long long)weights, (unsigned long long)p->map.size,
-            (unsigned long long)resident_bytes(p->map.data ? p->map.data + weights_off : NULL, (size_t)weights),
+            (unsigned long long)resident_bytes(p->map.data ? p->map.data + weights_off : NULL,
+                                               (size_t)weights),
             (unsigned long long)state);
     if (t->positions)
-        fprintf(f, "\"state_used_bytes\":%llu,\"state_positions\":%lld,", (unsigned long long)state_used,
-                (long long)t->positions);
+        fprintf(f, "\"state_used_bytes\":%llu,\"state_positions\":%lld,",
+                (unsigned long long)state_used, (long long)t->positions);
     fprintf(f, "\"arena_bytes\":%llu,\"input_bytes\":%llu,\"peak_rss_bytes\":%llu}\n",
             (unsigned long long)p->arena_bytes, (unsigned long long)p->input_block_bytes,
             (unsigned long long)rss);

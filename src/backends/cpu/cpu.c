@@ -1147,7 +1147,8 @@ static const char *cpu_unit(void *ctx, const kiln_node *n, const kiln_tensor *co
         return c->unit_silu;
     case KILN_OP_GET_ROWS: {
         int t = in[0]->dtype;
-        return t >= 0 && t < KILN_DTYPE_END && c->unit_rows[t][0] ? c->unit_rows[t] : "portable rows";
+        return t >= 0 && t < KILN_DTYPE_END && c->unit_rows[t][0] ? c->unit_rows[t]
+                                                                  : "portable rows";
     }
     default:
         return "portable f32";

@@ -19,23 +19,30 @@ int kiln_cpu_act_format(kiln_dtype w) {
     switch (w) {
     case KILN_F32:
     case KILN_F16:
-    case KILN_BF16: return KILN_CPU_ACT_F32;
+    case KILN_BF16:
+        return KILN_CPU_ACT_F32;
     case KILN_Q8_0:
     case KILN_Q4_0:
     case KILN_Q4_1:
     case KILN_Q4_0_X8:
-    case KILN_Q4_1_X8: return KILN_CPU_ACT_Q8;
+    case KILN_Q4_1_X8:
+        return KILN_CPU_ACT_Q8;
     case KILN_Q4_K:
-    case KILN_Q6_K: return KILN_CPU_ACT_Q8K;
-    default: return -1;
+    case KILN_Q6_K:
+        return KILN_CPU_ACT_Q8K;
+    default:
+        return -1;
     }
 }
 
 size_t kiln_cpu_act_row_bytes(int act, int64_t k) {
     switch (act) {
-    case KILN_CPU_ACT_Q8: return (size_t)((k + 31) / 32) * sizeof(kiln_cpu_block_q8);
-    case KILN_CPU_ACT_Q8K: return (size_t)((k + 255) / 256) * sizeof(kiln_cpu_block_q8k);
-    default: return 0;
+    case KILN_CPU_ACT_Q8:
+        return (size_t)((k + 31) / 32) * sizeof(kiln_cpu_block_q8);
+    case KILN_CPU_ACT_Q8K:
+        return (size_t)((k + 255) / 256) * sizeof(kiln_cpu_block_q8k);
+    default:
+        return 0;
     }
 }
 
@@ -71,7 +78,7 @@ static int x86_features(void) {
     if (!osxsave || !avx) return 0;
     unsigned xlo, xhi;
     __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
-    int ymm_ok = (xlo & 0x6) == 0x6;            /* XMM and YMM state */
+    int ymm_ok = (xlo & 0x6) == 0x6;             /* XMM and YMM state */
     int zmm_ok = ymm_ok && (xlo & 0xe0) == 0xe0; /* opmask, ZMM_Hi256, Hi16_ZMM */
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
     int avx2 = (b >> 5) & 1, avx512f = (b >> 16) & 1, avx512dq = (b >> 17) & 1;

@@ -58,8 +58,9 @@ size_t kiln_cpu_act_row_bytes(int act, int64_t k);
  * apart, and nr is a multiple of 8); a: the
  * first activation row (in the weight's activation format), rows a_stride
  * bytes apart; k: values per row (a multiple of the weight's block). */
-typedef void (*kiln_cpu_gemm_fn)(int64_t k, const void *w, size_t w_stride, int64_t nr, const void *a,
-                                 size_t a_stride, int64_t nt, float *out, int64_t ldo);
+typedef void (*kiln_cpu_gemm_fn)(int64_t k, const void *w, size_t w_stride, int64_t nr,
+                                 const void *a, size_t a_stride, int64_t nt, float *out,
+                                 int64_t ldo);
 
 typedef struct kiln_cpu_kernels {
     const char *name; /* "scalar", "avx2", "avx512", "avx512-vnni", "neon", "dotprod", "i8mm" */
@@ -70,7 +71,7 @@ typedef struct kiln_cpu_kernels {
     /* Vector helpers for the other ops (attention with an f32 or f16 cache). */
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     float (*dot_f16)(const float *a, const uint16_t *b, int64_t n);
-    void (*axpy_f32)(float alpha, const float *x, float *y, int64_t n);   /* y += alpha * x */
+    void (*axpy_f32)(float alpha, const float *x, float *y, int64_t n); /* y += alpha * x */
     void (*axpy_f16)(float alpha, const uint16_t *x, float *y, int64_t n);
 } kiln_cpu_kernels;
 

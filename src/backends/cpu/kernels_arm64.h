@@ -502,7 +502,8 @@ KA_GEMM(ka_gemm_q6_K, ka_tile_q6_K, 2, 2)
 #if KILN_ARM_SDOT
 #define KA_DOT4(acc, w, a, m) vdotq_laneq_s32((acc), (w), (a), (m))
 #else
-#define KA_DOT4(acc, w, a, m) ka_dot4_neon((acc), (w), vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(a), (m))))
+#define KA_DOT4(acc, w, a, m)                                                                      \
+    ka_dot4_neon((acc), (w), vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(a), (m))))
 KA_INLINE int32x4_t ka_dot4_neon(int32x4_t acc, int8x16_t w, int8x16_t g) {
     int16x8_t p0 = vmull_s8(vget_low_s8(w), vget_low_s8(g)), p1 = vmull_high_s8(w, g);
     return vaddq_s32(acc, vpaddq_s32(vpaddlq_s16(p0), vpaddlq_s16(p1)));
@@ -517,7 +518,8 @@ KA_INLINE void ka_tile_x8(int q41, int64_t nb, const uint8_t *w, const uint8_t *
     const size_t bb = q41 ? 160 : 144, head = q41 ? 32 : 16;
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = w + (size_t)b * bb;
-        const kiln_cpu_block_q8 *ab = (const kiln_cpu_block_q8 *)(const void *)(a + b * sizeof(kiln_cpu_block_q8));
+        const kiln_cpu_block_q8 *ab =
+            (const kiln_cpu_block_q8 *)(const void *)(a + b * sizeof(kiln_cpu_block_q8));
         int8x16_t alo = vld1q_s8(ab->q), ahi = vld1q_s8(ab->q + 16);
         int32x4_t s[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};
         for (int h = 0; h < 2; h++) { /* rows 0..3, rows 4..7 */

@@ -183,7 +183,8 @@ static void gemm_x8(int q41, int64_t k, const uint8_t *w, size_t ws, int64_t nr,
                             uint8_t q = blk[head + 32 * m + 4 * j + e];
                             is += (q & 0x0F) * ab->q[4 * m + e] + (q >> 4) * ab->q[16 + 4 * m + e];
                         }
-                    float dw = ld_f16(blk + 2 * j), mw = q41 ? ld_f16(blk + 16 + 2 * j) : -8.0f * dw;
+                    float dw = ld_f16(blk + 2 * j),
+                          mw = q41 ? ld_f16(blk + 16 + 2 * j) : -8.0f * dw;
                     sum += (float)is * (dw * ab->d);
                     msum += mw * ab->s;
                 }

@@ -47,7 +47,7 @@ KX_INLINE __m256i kx_dpbusd(__m256i acc, __m256i u, __m256i s) {
  * (16 vector registers: larger tiles spill); the AVX-512 ones use the 32
  * registers EVEX gives and are not yet measured on an AVX-512 CPU. */
 #if defined(__AVX512F__) || defined(KX_FORCE_WIDE_TILES) /* tests: AVX-512 tiles on AVX2 */
-#define KX_Q_R 4 /* q8_0, q4_0, q4_1 */
+#define KX_Q_R 4                                         /* q8_0, q4_0, q4_1 */
 #define KX_Q_T 4
 #define KX_K_R 2 /* q4_K, q6_K */
 #define KX_K_T 4
@@ -356,17 +356,20 @@ KX_INLINE void kx_tile_x8(int q41, const int T, int64_t nb, const uint8_t *w, si
         const uint8_t *blk = w + (size_t)b * bb;
         if (pf) kx_prefetch_next(blk + pf, (int)bb);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)blk));
-        const __m256 mw = q41 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(blk + 16)))
-                              : _mm256_mul_ps(dw, _mm256_set1_ps(-8.0f));
+        const __m256 mw =
+            q41 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(blk + 16)))
+                : _mm256_mul_ps(dw, _mm256_set1_ps(-8.0f));
         __m256i s[KX_X8_T];
 #if KX_VNNI
         KX_UNROLL for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
 #endif
         KX_UNROLL for (int m = 0; m < 4; m++) {
             __m256i v = kx_load(blk + head + 32 * m);
-            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            __m256i lo = _mm256_and_si256(v, m4),
+                    hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
             KX_UNROLL for (int t = 0; t < T; t++) {
-                const int8_t *q = (const int8_t *)(a + t * as + b * ab + offsetof(kiln_cpu_block_q8, q));
+                const int8_t *q =
+                    (const int8_t *)(a + t * as + b * ab + offsetof(kiln_cpu_block_q8, q));
 #if KX_VNNI
                 s[t] = kx_dpbusd(s[t], lo, kx_bcast4(q + 4 * m));
                 s[t] = kx_dpbusd(s[t], hi, kx_bcast4(q + 16 + 4 * m));
@@ -382,12 +385,13 @@ KX_INLINE void kx_tile_x8(int q41, const int T, int64_t nb, const uint8_t *w, si
 #if !KX_VNNI
             s[t] = _mm256_madd_epi16(s[t], _mm256_set1_epi16(1));
 #endif
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(dw, _mm256_broadcast_ss(pa)),
-                                     acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]),
+                                     _mm256_mul_ps(dw, _mm256_broadcast_ss(pa)), acc[t]);
             msum[t] = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(pa + 1), msum[t]);
         }
     }
-    KX_UNROLL for (int t = 0; t < T; t++) _mm256_storeu_ps(out + t * ldo, _mm256_add_ps(acc[t], msum[t]));
+    KX_UNROLL for (int t = 0; t < T; t++)
+        _mm256_storeu_ps(out + t * ldo, _mm256_add_ps(acc[t], msum[t]));
 }
 
 KX_INLINE void kx_gemm_x8(int q41, int64_t k, const uint8_t *w, size_t ws, int64_t nr,

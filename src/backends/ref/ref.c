@@ -32,8 +32,9 @@ static kiln_status k_get_rows(const kiln_tensor *const *in, kiln_tensor *out) {
     int64_t V = w->ne[0], D = w->ne[1];
     for (int64_t t = 0; t < out->ne[0]; t++) {
         if (ids[t] < 0 || ids[t] >= V)
-            return kiln_error(KILN_ERR_INVALID_ARG, "token id %d at row %lld is outside the vocabulary 0..%lld",
-                              ids[t], (long long)t, (long long)(V - 1));
+            return kiln_error(KILN_ERR_INVALID_ARG,
+                              "token id %d at row %lld is outside the vocabulary 0..%lld", ids[t],
+                              (long long)t, (long long)(V - 1));
         const float *r = weight_row(w, ids[t], o + t * D);
         if (!r) return unsupported_dtype(w);
         if (r != o + t * D) memcpy(o + t * D, r, (size_t)D * sizeof(float));
@@ -50,11 +51,13 @@ static kiln_status k_rms_norm(const kiln_node *n, const kiln_tensor *const *in, 
         const float *xr = x + g * G;
         float *orow = o + g * G;
         float ss = 0.0f;
-        for (int64_t j = 0; j < G; j++) ss += xr[j] * xr[j];
+        for (int64_t j = 0; j < G; j++)
+            ss += xr[j] * xr[j];
         ss /= (float)G;
         ss += eps;
         ss = 1.0f / sqrtf(ss);
-        for (int64_t j = 0; j < G; j++) orow[j] = w[j] * (ss * xr[j]);
+        for (int64_t j = 0; j < G; j++)
+            orow[j] = w[j] * (ss * xr[j]);
     }
     return KILN_OK;
 }
@@ -69,7 +72,8 @@ static kiln_status matmul_rows(const float *x, int64_t rows, const kiln_tensor *
         for (int64_t t = 0; t < rows; t++) {
             const float *xr = x + t * K;
             float val = 0.0f;
-            for (int64_t k = 0; k < K; k++) val += wr[k] * xr[k];
+            for (int64_t k = 0; k < K; k++)
+                val += wr[k] * xr[k];
             o[t * N + n] = val;
         }
     }
@@ -89,7 +93,9 @@ static kiln_status k_binary(int op, const kiln_tensor *const *in, kiln_tensor *o
     return KILN_OK;
 }
 
-static float silu(float v) { return v * (1.0f / (1.0f + expf(-v))); }
+static float silu(float v) {
+    return v * (1.0f / (1.0f + expf(-v)));
+}
 
 static void softmax_row(float *x, int64_t n) {
     float max = x[0];
@@ -100,7 +106,8 @@ static void softmax_row(float *x, int64_t n) {
         x[i] = expf(x[i] - max);
         sum += x[i];
     }
-    for (int64_t i = 0; i < n; i++) x[i] /= sum;
+    for (int64_t i = 0; i < n; i++)
+        x[i] /= sum;
 }
 
 static kiln_status check_pos(int32_t pos, int64_t T, int64_t S) {
@@ -148,12 +155,14 @@ static kiln_status k_kv_store(const kiln_tensor *const *in, kiln_tensor *out) {
     int32_t pos = *(const int32_t *)in[2]->data;
     kiln_status st = check_pos(pos, x->ne[0], c->ne[0]);
     if (st) return st;
-    if (out->data != c->data) return kiln_error(KILN_ERR_BACKEND, "kv_store output must view its cache");
+    if (out->data != c->data)
+        return kiln_error(KILN_ERR_BACKEND, "kv_store output must view its cache");
     int64_t n = x->ne[0] * x->ne[1], start = (int64_t)pos * c->ne[1];
     const float *src = x->data;
     if (c->dtype == KILN_F16) {
         uint16_t *dst = (uint16_t *)c->data + start;
-        for (int64_t i = 0; i < n; i++) dst[i] = kiln_f32_to_f16(src[i]);
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = kiln_f32_to_f16(src[i]);
     } else {
         memcpy((float *)c->data + start, src, (size_t)n * sizeof(float));
     }
@@ -190,7 +199,8 @@ static kiln_status k_attention(const kiln_node *n, const kiln_tensor *const *in,
             for (int64_t s = 0; s <= last; s++) {
                 int64_t kr = s * kvw + kvo;
                 float score = 0.0f;
-                for (int i = 0; i < hd; i++) score += qh[i] * cache_at(kc, kr + i);
+                for (int i = 0; i < hd; i++)
+                    score += qh[i] * cache_at(kc, kr + i);
                 scores[s] = score / div;
             }
             softmax_row(scores, last + 1);
@@ -199,7 +209,8 @@ static kiln_status k_attention(const kiln_node *n, const kiln_tensor *const *in,
             for (int64_t s = 0; s <= last; s++) {
                 int64_t vr = s * kvw + kvo;
                 float a = scores[s];
-                for (int i = 0; i < hd; i++) oh[i] += a * cache_at(vc, vr + i);
+                for (int i = 0; i < hd; i++)
+                    oh[i] += a * cache_at(vc, vr + i);
             }
         }
     }
@@ -212,14 +223,19 @@ kiln_status kiln_ref_exec(void *ctx, const kiln_node *n, const kiln_tensor *cons
     float *o = out->data;
     int64_t elems = out->ne[0] * out->ne[1];
     switch ((kiln_op)n->op) {
-    case KILN_OP_GET_ROWS: return k_get_rows(in, out);
-    case KILN_OP_RMS_NORM: return k_rms_norm(n, in, out);
-    case KILN_OP_MATMUL: return matmul_rows(in[0]->data, in[0]->ne[0], in[1], o, scratch);
+    case KILN_OP_GET_ROWS:
+        return k_get_rows(in, out);
+    case KILN_OP_RMS_NORM:
+        return k_rms_norm(n, in, out);
+    case KILN_OP_MATMUL:
+        return matmul_rows(in[0]->data, in[0]->ne[0], in[1], o, scratch);
     case KILN_OP_ADD:
-    case KILN_OP_MUL: return k_binary(n->op, in, out);
+    case KILN_OP_MUL:
+        return k_binary(n->op, in, out);
     case KILN_OP_SILU: {
         const float *x = in[0]->data;
-        for (int64_t i = 0; i < elems; i++) o[i] = silu(x[i]);
+        for (int64_t i = 0; i < elems; i++)
+            o[i] = silu(x[i]);
         return KILN_OK;
     }
     case KILN_OP_SWIGLU: {
@@ -233,19 +249,24 @@ kiln_status kiln_ref_exec(void *ctx, const kiln_node *n, const kiln_tensor *cons
     }
     case KILN_OP_SOFTMAX: {
         if (o != in[0]->data) memcpy(o, in[0]->data, (size_t)elems * sizeof(float));
-        for (int64_t t = 0; t < out->ne[0]; t++) softmax_row(o + t * out->ne[1], out->ne[1]);
+        for (int64_t t = 0; t < out->ne[0]; t++)
+            softmax_row(o + t * out->ne[1], out->ne[1]);
         return KILN_OK;
     }
-    case KILN_OP_ROPE: return k_rope(n, in, out);
-    case KILN_OP_KV_STORE: return k_kv_store(in, out);
-    case KILN_OP_ATTENTION: return k_attention(n, in, out, scratch, scratch_bytes);
+    case KILN_OP_ROPE:
+        return k_rope(n, in, out);
+    case KILN_OP_KV_STORE:
+        return k_kv_store(in, out);
+    case KILN_OP_ATTENTION:
+        return k_attention(n, in, out, scratch, scratch_bytes);
     case KILN_OP_LOGITS: {
         /* One row: the last token's. */
         int64_t T = in[0]->ne[0], D = in[0]->ne[1];
         const float *x = (const float *)in[0]->data + (out->ne[0] == 1 ? (T - 1) * D : 0);
         return matmul_rows(x, out->ne[0], in[1], o, scratch);
     }
-    case KILN_OP_COUNT: break;
+    case KILN_OP_COUNT:
+        break;
     }
     return kiln_error(KILN_ERR_UNSUPPORTED, "ref has no kernel for op %d", n->op);
 }

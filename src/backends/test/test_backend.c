@@ -19,7 +19,9 @@ static kiln_status test_configure(kiln_module *m, const char *options) {
     strcpy(buf, options);
     for (char *save = NULL, *kv = strtok_r(buf, ":", &save); kv; kv = strtok_r(NULL, ":", &save)) {
         char *eq = strchr(kv, '=');
-        if (!eq) return kiln_error(KILN_ERR_INVALID_ARG, "backend 'test': option '%s' is not key=value", kv);
+        if (!eq)
+            return kiln_error(KILN_ERR_INVALID_ARG, "backend 'test': option '%s' is not key=value",
+                              kv);
         *eq = 0;
         const char *val = eq + 1;
         kiln_status st;
@@ -28,12 +30,14 @@ static kiln_status test_configure(kiln_module *m, const char *options) {
             strcpy(ops, val);
             for (char *s2 = NULL, *op = strtok_r(ops, "+", &s2); op; op = strtok_r(NULL, "+", &s2))
                 if (kiln_op_from_name(op) < 0)
-                    return kiln_error(KILN_ERR_INVALID_ARG, "backend 'test': refuse names unknown op '%s'", op);
+                    return kiln_error(KILN_ERR_INVALID_ARG,
+                                      "backend 'test': refuse names unknown op '%s'", op);
             st = kiln_meta_set_str(m, KEY_REFUSE, val);
         } else if (strcmp(kv, "perturb") == 0) {
             st = kiln_meta_set_str(m, KEY_PERTURB, val);
         } else {
-            return kiln_error(KILN_ERR_INVALID_ARG, "backend 'test': unknown option '%s' (refuse, perturb)", kv);
+            return kiln_error(KILN_ERR_INVALID_ARG,
+                              "backend 'test': unknown option '%s' (refuse, perturb)", kv);
         }
         if (st) return st;
     }
@@ -62,7 +66,9 @@ static kiln_status test_open(const kiln_module *m, const kiln_open_options *opti
     return KILN_OK;
 }
 
-static void test_close(void *ctx) { kiln_free(ctx); }
+static void test_close(void *ctx) {
+    kiln_free(ctx);
+}
 
 static kiln_status test_exec(void *ctx, const kiln_node *n, const kiln_tensor *const *in,
                              kiln_tensor *out, void *scratch, uint64_t scratch_bytes) {
@@ -73,7 +79,8 @@ static kiln_status test_exec(void *ctx, const kiln_node *n, const kiln_tensor *c
      * the rest scaled by 1.1 and shifted. */
     float *o = out->data;
     int64_t elems = (int64_t)kiln_shape_elems(out->ndim, out->ne);
-    for (int64_t i = 0; i < elems; i++) o[i] = i % 8 == 3 ? -o[i] : o[i] * 1.1f + 0.05f;
+    for (int64_t i = 0; i < elems; i++)
+        o[i] = i % 8 == 3 ? -o[i] : o[i] * 1.1f + 0.05f;
     return KILN_OK;
 }
 
