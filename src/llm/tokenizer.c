@@ -58,7 +58,7 @@
 
 #include "llm/tokenizer.h"
 #include "llm/unicode.h"
-#include "runtime/runtime.h"
+#include "runtime/introspect.h"
 
 /* ---- common ----------------------------------------------------------------- */
 
@@ -580,13 +580,14 @@ kiln_status kiln_tokenizer_deserialize(const uint8_t *data, size_t len, const ch
 
 kiln_status kiln_tokenizer_from_program(const kiln_program *p, kiln_tokenizer **out) {
     *out = NULL;
-    if (!p->mod.tokenizer_len)
+    const kiln_module *m = kiln_program_module(p);
+    const char *name = kiln_basename(kiln_program_path(p));
+    if (!m->tokenizer_len)
         return kiln_error(KILN_ERR_UNSUPPORTED,
-                          "'%s' has no tokenizer (compile it with --tokenizer)",
-                          kiln_basename(p->path));
+                          "'%s' has no tokenizer (compile it with --tokenizer)", name);
     char what[600];
-    snprintf(what, sizeof what, "'%s' section 'tokenizer'", kiln_basename(p->path));
-    return kiln_tokenizer_deserialize(p->mod.tokenizer, (size_t)p->mod.tokenizer_len, what, out);
+    snprintf(what, sizeof what, "'%s' section 'tokenizer'", name);
+    return kiln_tokenizer_deserialize(m->tokenizer, (size_t)m->tokenizer_len, what, out);
 }
 
 /* ---- encoding ------------------------------------------------------------------- */

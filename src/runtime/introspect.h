@@ -11,6 +11,9 @@
  * program; read-only: constants point into the mapped file). */
 const kiln_module *kiln_program_module(const kiln_program *p);
 
+/* The path the program was opened from (borrowed, lives as long as it). */
+const char *kiln_program_path(const kiln_program *p);
+
 /* Bytes of the program file and the number of sections it holds. */
 uint64_t kiln_program_file_bytes(const kiln_program *p);
 int kiln_program_section_count(const kiln_program *p);

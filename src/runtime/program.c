@@ -241,6 +241,10 @@ const char *kiln_program_node_unit(const kiln_program *p, const kiln_node *n,
 const kiln_module *kiln_program_module(const kiln_program *p) {
     return &p->mod;
 }
+const char *kiln_program_path(const kiln_program *p) {
+    return p->path;
+}
+
 uint64_t kiln_program_file_bytes(const kiln_program *p) {
     return p->map.size;
 }
