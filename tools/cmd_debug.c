@@ -152,7 +152,7 @@ static int check_args(const options *o) {
     if (!o->model) return kiln_cli_usage_error(CMD, "no program given (-m MODEL.kiln)");
     const char *be[2] = {o->backend, o->reference}, *flag[2] = {"--backend", "--reference"};
     for (int k = 0; k < 2; k++)
-        if (be[k] && !kiln_backend_find(be[k]))
+        if (be[k] && !kiln_backend_available(be[k]))
             return kiln_cli_usage_error(
                 CMD, "%s '%s': this build has no such backend (cpu, ref, test)", flag[k], be[k]);
     if (o->inputs && o->have_tokens)

@@ -25,13 +25,6 @@
 
 typedef struct kiln_debugger kiln_debugger;
 
-/* The backend registry's lookup (backends/backend.h), declared here with
- * the backend opaque so that a report can check the names it will give
- * kiln_debugger_options (backend, reference) before it opens anything:
- * NULL when this build has no backend `name`. */
-typedef struct kiln_backend kiln_backend;
-const kiln_backend *kiln_backend_find(const char *name);
-
 /* The programs a debugger runs, in the order each call runs on them:
  * AGAINST, BACKEND, REFERENCE. */
 typedef enum kiln_debug_side {

@@ -15,9 +15,9 @@
  *   - the debugging engine (debugger.h), so that `kiln debug` runs the
  *     program on two backends in lockstep and reads per node errors without
  *     the executor's hooks (the node observer, kiln_program_exec_node),
- *     which stay behind it in runtime.h; with it the registry's lookup
- *     (kiln_backend_find, the backend opaque), so that a backend's name is
- *     checked before anything opens.
+ *     which stay behind it in runtime.h; and whether a backend exists
+ *     (kiln_backend_available, introspect.h), so that a name is checked
+ *     before anything opens.
  * The runtime's own objects (runtime.h: the program and session structs,
  * the executor's hooks) stay out of the tools' reach. */
 #ifndef KILN_DEVTOOLS_H

@@ -11,6 +11,10 @@
  * program; read-only: constants point into the mapped file). */
 const kiln_module *kiln_program_module(const kiln_program *p);
 
+/* 1 when this build has a backend called `name` (what a report checks
+ * before it opens anything with that name), else 0. */
+int kiln_backend_available(const char *name);
+
 /* The path the program was opened from (borrowed, lives as long as it). */
 const char *kiln_program_path(const kiln_program *p);
 

@@ -241,6 +241,10 @@ const char *kiln_program_node_unit(const kiln_program *p, const kiln_node *n,
 const kiln_module *kiln_program_module(const kiln_program *p) {
     return &p->mod;
 }
+int kiln_backend_available(const char *name) {
+    return name && kiln_backend_find(name) != NULL;
+}
+
 const char *kiln_program_path(const kiln_program *p) {
     return p->path;
 }
