@@ -1,5 +1,5 @@
 /* cli.c: what the subcommands of `kiln` share: messages and exit codes,
- * Ctrl-C, the progress bar, and the table-driven argument parser (the
+ * signals, the progress bar, and the table-driven argument parser (the
  * tables, the help they print, the paths they name) with the flags
  * `generate` and `chat` share. */
 #include <errno.h>
@@ -16,18 +16,67 @@
 
 volatile sig_atomic_t kiln_cli_interrupted;
 
-static void on_sigint(int sig) {
-    (void)sig;
-    if (kiln_cli_interrupted) _exit(KILN_EXIT_INTERRUPTED); /* second Ctrl-C: now */
-    kiln_cli_interrupted = 1;
+/* First SIGINT, SIGTERM or SIGHUP: remembered; the command stops at its
+ * next check, removes what it was writing and exits 128 + the signal. A
+ * second one: the temporary files go now, and so does the process. */
+static void on_signal(int sig) {
+    if (kiln_cli_interrupted) {
+        kiln_remove_temp_files();
+        _exit(128 + kiln_cli_interrupted);
+    }
+    kiln_cli_interrupted = sig;
 }
 
-void kiln_cli_install_sigint(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
+/* stdout or a pipe closed by its reader (`kiln generate | head`): nothing
+ * more can be said, so go quietly, as a process killed by SIGPIPE would
+ * (141), and leave no temporary file. */
+static void on_sigpipe(int sig) {
+    (void)sig;
+    kiln_remove_temp_files();
+    _exit(128 + SIGPIPE);
+}
+
+void kiln_cli_install_signals(void) {
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+    sigset_t set;
+    sigemptyset(&set);
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = sigs[i] == SIGPIPE ? on_sigpipe : on_signal;
+        sigemptyset(&sa.sa_mask);
+        /* no SA_RESTART: a read of stdin (chat) returns at the signal */
+        sigaction(sigs[i], &sa, NULL);
+        sigaddset(&set, sigs[i]);
+    }
+    /* a parent may have blocked them; they are ours to take now */
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+}
+
+static int g_stdout_errno; /* why stdout first failed; 0: not known (yet) */
+
+int kiln_cli_stdout_failed(void) {
+    if (!ferror(stdout)) return 0;
+    if (!g_stdout_errno) g_stdout_errno = errno ? errno : -1;
+    return 1;
+}
+
+int kiln_cli_flush(void) {
+    errno = 0;
+    int bad = fflush(stdout) != 0;
+    return kiln_cli_stdout_failed() || bad;
+}
+
+int kiln_cli_finish(const char *cmd, int rc) {
+    if (kiln_cli_interrupted) return KILN_EXIT_INTERRUPTED;
+    if (kiln_cli_flush()) {
+        int e = g_stdout_errno > 0 ? g_stdout_errno : 0;
+        if (e == EPIPE) return 128 + SIGPIPE; /* SIGPIPE was held off: the same, quietly */
+        fprintf(stderr, "kiln %s: error: cannot write standard output%s%s\n", cmd, e ? ": " : "",
+                e ? strerror(e) : "");
+        return rc ? rc : KILN_EXIT_FAIL;
+    }
+    return rc;
 }
 
 int kiln_cli_usage_error(const char *cmd, const char *fmt, ...) {
@@ -42,7 +91,11 @@ int kiln_cli_usage_error(const char *cmd, const char *fmt, ...) {
 
 int kiln_cli_fail(const char *cmd, kiln_status st) {
     if (st == KILN_ERR_CANCELLED || kiln_cli_interrupted) {
-        fprintf(stderr, "kiln %s: interrupted\n", cmd);
+        int sig = kiln_cli_interrupted ? (int)kiln_cli_interrupted : SIGINT;
+        fprintf(stderr, "kiln %s: interrupted (%s)\n", cmd,
+                sig == SIGTERM  ? "SIGTERM"
+                : sig == SIGHUP ? "SIGHUP"
+                                : "SIGINT");
         return KILN_EXIT_INTERRUPTED;
     }
     fprintf(stderr, "kiln %s: error: %s\n", cmd, kiln_last_error());
@@ -401,6 +454,19 @@ static void first_name(char *buf, size_t cap, const kiln_cli_flag *f) {
     snprintf(buf, cap, "%.*s", (int)(n < cap ? n : cap - 1), f->names);
 }
 
+/* 1 when `path` lies in the folder `dir` itself (links followed): a file
+ * written there could land on it. Deeper down it could not. */
+static int folder_holds(const struct stat *dir, const char *path) {
+    char *real = realpath(path, NULL);
+    if (!real) return 0; /* not there: the command says so itself */
+    char *slash = strrchr(real, '/');
+    if (slash) slash[slash == real] = '\0'; /* "/a/b" -> "/a"; "/a" -> "/" */
+    struct stat s;
+    int found = slash && !stat(real, &s) && s.st_dev == dir->st_dev && s.st_ino == dir->st_ino;
+    free(real);
+    return found;
+}
+
 /* An output must not be a file or folder another path names too (the same
  * device and inode, links followed; two outputs not made yet: the same
  * text): writing it would destroy what is read, or what another output
@@ -423,10 +489,15 @@ static int check_paths(const kiln_cli_command *c, const char *opts) {
                 same = s[i].st_dev == s[j].st_dev && s[i].st_ino == s[j].st_ino;
             else /* two outputs not made yet */
                 same = out_j && !there[i] && !there[j] && !strcmp(p[i].path, p[j].path);
-            if (!same) continue;
             char a[64], b[64];
             first_name(a, sizeof a, p[i].f);
             first_name(b, sizeof b, p[j].f);
+            /* files written into an output folder must not land on what is read */
+            if (!same && !out_j && there[i] == 1 && S_ISDIR(s[i].st_mode) &&
+                folder_holds(&s[i], p[j].path))
+                return kiln_cli_usage_error(c->name, "%s '%s' is a folder that holds %s '%s'", a,
+                                            p[i].path, b, p[j].path);
+            if (!same) continue;
             return kiln_cli_usage_error(c->name, "%s '%s' is the same %s as %s '%s'", a, p[i].path,
                                         there[i] == 1 && S_ISDIR(s[i].st_mode) ? "folder" : "file",
                                         b, p[j].path);

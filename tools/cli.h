@@ -1,7 +1,7 @@
 /* cli.h: what every subcommand of `kiln` shares: the table-driven argument
  * parser (flags, ranges, help text, path roles), the generation flags of
- * `generate` and `chat`, exit codes (2 usage, 1 failure, 130 interrupted),
- * Ctrl-C handling, the progress bar. */
+ * `generate` and `chat`, exit codes (2 usage, 1 failure, 128 + a signal),
+ * signals, the progress bar. */
 #ifndef KILN_CLI_H
 #define KILN_CLI_H
 
@@ -13,10 +13,26 @@
 #include "kiln/kiln_llm.h"
 #include "kiln/kiln_trace.h"
 
-enum { KILN_EXIT_OK = 0, KILN_EXIT_FAIL = 1, KILN_EXIT_USAGE = 2, KILN_EXIT_INTERRUPTED = 130 };
+enum { KILN_EXIT_OK = 0, KILN_EXIT_FAIL = 1, KILN_EXIT_USAGE = 2 };
 
+/* The signal (SIGINT, SIGTERM, SIGHUP) that asked the command to stop, or
+ * 0. Long loops check it; the command then cleans up and exits
+ * KILN_EXIT_INTERRUPTED: 128 + the signal (130, 143, 129), as a shell
+ * reports a process the signal killed. */
 extern volatile sig_atomic_t kiln_cli_interrupted;
-void kiln_cli_install_sigint(void);
+#define KILN_EXIT_INTERRUPTED (128 + (kiln_cli_interrupted ? (int)kiln_cli_interrupted : SIGINT))
+/* SIGINT, SIGTERM, SIGHUP: kiln_cli_interrupted (a second one: temporary
+ * files removed, exit at once); SIGPIPE: temporary files removed, exit 141. */
+void kiln_cli_install_signals(void);
+/* After a command returned rc: 128 + the signal when one came; else
+ * standard output is flushed and a write error (a full disk, /dev/full) is
+ * said and makes the exit 1 (141 for a closed pipe, quietly). */
+int kiln_cli_finish(const char *cmd, int rc);
+/* 1 when a write to stdout has failed (right after the write: its errno is
+ * kept for kiln_cli_finish's message); long outputs stop there. */
+int kiln_cli_stdout_failed(void);
+/* fflush(stdout), then kiln_cli_stdout_failed(). */
+int kiln_cli_flush(void);
 
 /* Prints "kiln CMD: message" and the hint to use --help; returns 2. */
 int kiln_cli_usage_error(const char *cmd, const char *fmt, ...);

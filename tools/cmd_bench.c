@@ -294,7 +294,7 @@ static void print_result(int fmt, const model_info *mi, const result *r, int fir
             printf("%s%.6f", i ? ", " : "", r->samples[i]);
         printf("],\n    \"peak_rss_bytes\": %llu\n  }", (unsigned long long)r->peak_rss);
     }
-    fflush(stdout);
+    kiln_cli_flush();
 }
 
 /* ---- the command ------------------------------------------------------------------- */
@@ -461,7 +461,7 @@ int kiln_cmd_bench(int argc, char **argv) {
         st = bench_threads(&b, ti);
     if (st) {
         if (o.format == OUT_JSON && b.header) printf("\n]\n");
-        fflush(stdout);
+        kiln_cli_flush();
         rc = kiln_cli_fail(COMMAND.name, st);
     } else if (o.format == OUT_JSON) {
         printf("\n]\n");

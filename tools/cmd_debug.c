@@ -748,7 +748,7 @@ static void print_header(const debugger *d) {
                d->o->inputs ? "given" : "random");
     printf("backend %s (%s) vs reference %s; threshold cos %g\n\n", used,
            d->o->backend ? "--backend" : "as compiled", d->o->reference, d->o->threshold);
-    fflush(stdout);
+    kiln_cli_flush();
 }
 
 /* Adds the call's inputs to the --dump folder and finishes it. */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "devtools/devtools.h"
 #include "kiln/kiln_llm.h"
 
 typedef struct {
@@ -196,9 +197,9 @@ static int on_token(void *user, int32_t id) {
         printf("%s%d", p->count ? " " : "", id);
     else
         print_token(p, id);
-    fflush(stdout);
+    kiln_cli_flush();
     p->count++;
-    return kiln_cli_interrupted != 0 || p->stopped;
+    return kiln_cli_interrupted != 0 || p->stopped || kiln_cli_stdout_failed(); /* /dev/full */
 }
 
 static int parse_ids(const char *s, int32_t **ids, int *n) {
@@ -243,10 +244,12 @@ static void print_stats(FILE *f, const kiln_generate_result *r, double load_ms, 
             (double)rss / (1024.0 * 1024.0));
 }
 
-static int write_stats_json(const char *path, const kiln_generate_result *r, double load_ms,
-                            long long rss) {
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
+static kiln_status write_stats_json(const char *path, const kiln_generate_result *r, double load_ms,
+                                    long long rss) {
+    kiln_outfile out;
+    kiln_status st = kiln_outfile_open(&out, path);
+    if (st) return st;
+    FILE *f = out.f;
     double pre_tps = r->prefill_ms > 0 ? r->n_prompt * 1000.0 / r->prefill_ms : 0;
     double dec_tps = r->decode_ms > 0 ? r->n_generated * 1000.0 / r->decode_ms : 0;
     fprintf(
@@ -255,7 +258,7 @@ static int write_stats_json(const char *path, const kiln_generate_result *r, dou
         "\"prefill_tps\": %.3f, \"decode_tps\": %.3f, \"sampling_ms\": %.3f, \"peak_rss_bytes\": "
         "%lld}\n",
         r->n_prompt, r->n_generated, load_ms, r->ttft_ms, pre_tps, dec_tps, r->sampling_ms, rss);
-    return fclose(f) ? -1 : 0;
+    return kiln_outfile_commit(&out);
 }
 
 static double now_ms(void) {
@@ -343,7 +346,7 @@ static int report(const options *o, const kiln_generate_result *res, double load
     long long rss = peak_rss();
     if (!o->no_stats) print_stats(stderr, res, load_ms, rss);
     if (o->stats_json && write_stats_json(o->stats_json, res, load_ms, rss)) {
-        fprintf(stderr, "kiln generate: error: cannot write '%s'\n", o->stats_json);
+        fprintf(stderr, "kiln generate: error: --stats-json: %s\n", kiln_last_error());
         rc = KILN_EXIT_FAIL;
     }
     if (kiln_cli_interrupted) {
@@ -408,12 +411,12 @@ int kiln_cmd_generate(int argc, char **argv) {
     st = kiln_generate(sess, ids, n_ids, &o, &res);
     if (trace) kiln_trace_set_positions(trace, st ? 0 : res.n_prompt + res.n_generated);
     if (st) {
-        if (!print_ids) fflush(stdout);
+        if (!print_ids) kiln_cli_flush();
         goto fail;
     }
     if (!print_ids) print_flush(&pr);
     printf("\n");
-    fflush(stdout);
+    kiln_cli_flush();
     rc = report(&opt, &res, load_ms);
     goto done;
 fail:

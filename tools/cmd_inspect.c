@@ -651,7 +651,9 @@ int kiln_cmd_inspect(int argc, char **argv) {
     else
         print_json(&rp);
     if (rc) fprintf(stderr, "kiln inspect: error: out of memory printing the table\n");
-    fflush(stdout);
+    kiln_cli_flush();
+    if (!rc && kiln_cli_interrupted && (chrome || html))
+        rc = kiln_cli_fail(CMD, KILN_ERR_CANCELLED); /* a signal: no file written after it */
     if (!rc && chrome) {
         if ((st = insp_write_chrome(&t, chrome)))
             rc = kiln_cli_fail(CMD, st);

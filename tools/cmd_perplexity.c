@@ -523,7 +523,7 @@ static void print_plan(const ppl_eval *e) {
     if (e->kl)
         printf("chunk             PPL               ln(PPL(Q)/PPL(base))          "
                "KL Divergence              Δp RMS            Same top p\n");
-    fflush(stdout);
+    kiln_cli_flush();
 }
 
 /* Opens the programs, tokenizes the text, checks that it and --ctx fit,
@@ -585,10 +585,10 @@ static int eval_chunks(ppl_eval *e) {
             printf("[%d]%.4f,", c + 1, exp(e->sums.nll / (double)e->sums.count));
             line_open = 1;
         }
-        fflush(stdout);
+        kiln_cli_flush();
     }
     if (line_open) printf("\n");
-    if (rc) fflush(stdout);
+    if (rc) kiln_cli_flush();
     return rc;
 }
 
@@ -602,7 +602,7 @@ static void print_final(const ppl_eval *e, double t_load, double secs) {
     if (e->kl) printf("\n");
     printf("Final estimate: PPL = %.4f +/- %.5f\n", exp(mean),
            var > 0 ? sqrt(var / (double)(s->count - 1)) * exp(mean) : 0);
-    fflush(stdout);
+    kiln_cli_flush();
     long long n_eval = (long long)e->n_chunk * e->ctx * (e->kl ? 2 : 1);
     fprintf(stderr,
             "kiln %s: %d chunk%s, %lld tokens scored; load and tokenize %.2f s, evaluation %.2f s "

@@ -742,7 +742,7 @@ static kiln_status iterate(runner *r, double *times) {
         if (it >= 0) {
             times[it] = ms;
             printf("%s: %.2f ms\n", label, ms);
-            fflush(stdout);
+            kiln_cli_flush();
         }
     }
     return KILN_OK;

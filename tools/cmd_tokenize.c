@@ -97,7 +97,7 @@ static int encode(const char *cmd, const kiln_tokenizer *tok, const char *text, 
         printf(i ? (json ? ",%d" : " %d") : "%d", ids[i]);
     puts(json ? "]" : "");
     free(ids);
-    return fflush(stdout) ? KILN_EXIT_FAIL : KILN_EXIT_OK;
+    return kiln_cli_flush() ? KILN_EXIT_FAIL : KILN_EXIT_OK;
 }
 
 static int decode(const char *cmd, const kiln_tokenizer *tok, const char *text, size_t len) {
@@ -137,7 +137,7 @@ static int decode(const char *cmd, const kiln_tokenizer *tok, const char *text, 
     const char *p = kiln_detokenizer_flush(d, &n);
     fwrite(p, 1, n, stdout);
     kiln_detokenizer_free(d);
-    if (fflush(stdout)) rc = KILN_EXIT_FAIL;
+    if (kiln_cli_flush()) rc = KILN_EXIT_FAIL;
     return rc;
 }
 

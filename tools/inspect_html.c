@@ -14,9 +14,14 @@ static void put_us(FILE *f, uint64_t ns) {
     fprintf(f, "%llu.%03llu", (unsigned long long)(ns / 1000), (unsigned long long)(ns % 1000));
 }
 
-static kiln_status close_file(FILE *f, const char *path, const char *what) {
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) return kiln_error(KILN_ERR_IO, "cannot write %s '%s'", what, path);
+/* The Chrome trace and the HTML report are written whole or not at all
+ * (kiln_outfile): `st` is what writing them returned. */
+static kiln_status close_file(kiln_outfile *out, const char *what, kiln_status st) {
+    if (st) {
+        kiln_outfile_discard(out);
+        return st;
+    }
+    if ((st = kiln_outfile_commit(out))) return kiln_error_wrap(st, "%s", what);
     return KILN_OK;
 }
 
@@ -42,8 +47,10 @@ static void put_node(FILE *f, const insp_trace *t, const insp_node *n) {
 }
 
 kiln_status insp_write_chrome(const insp_trace *t, const char *path) {
-    FILE *f = fopen(path, "w");
-    if (!f) return kiln_error(KILN_ERR_IO, "cannot write the Chrome trace '%s'", path);
+    kiln_outfile out;
+    kiln_status st = kiln_outfile_open(&out, path);
+    if (st) return kiln_error_wrap(st, "the Chrome trace");
+    FILE *f = out.f;
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"trace\":");
     insp_json_str(f, t->path, 0);
     fprintf(f, ",\"program\":");
@@ -95,7 +102,7 @@ kiln_status insp_write_chrome(const insp_trace *t, const char *path) {
         }
     }
     fprintf(f, "\n]}\n");
-    return close_file(f, path, "the Chrome trace");
+    return close_file(&out, "the Chrome trace", KILN_OK);
 }
 
 /* ---- the report's style and script (inline: the file needs no network) ---------- */
@@ -814,8 +821,10 @@ static void write_data(FILE *f, const insp_report *r, const insp_report *by_op) 
 }
 
 kiln_status insp_write_html(const insp_report *r, const insp_report *by_op, const char *path) {
-    FILE *f = fopen(path, "w");
-    if (!f) return kiln_error(KILN_ERR_IO, "cannot write the HTML report '%s'", path);
+    kiln_outfile out;
+    kiln_status st = kiln_outfile_open(&out, path);
+    if (st) return kiln_error_wrap(st, "the HTML report");
+    FILE *f = out.f;
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>kiln "
           "inspect: ",
@@ -846,8 +855,7 @@ kiln_status insp_write_html(const insp_report *r, const insp_report *by_op, cons
           "<script type=\"application/json\" id=\"kiln-data\">",
           f);
     write_data(f, r, by_op);
-    kiln_status st = write_timeline(f, r);
+    st = write_timeline(f, r);
     fprintf(f, "}</script>\n<script>\n%s</script>\n</main>\n</body>\n</html>\n", SCRIPT);
-    kiln_status cs = close_file(f, path, "the HTML report");
-    return st ? st : cs;
+    return close_file(&out, "the HTML report", st);
 }

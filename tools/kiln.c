@@ -48,8 +48,8 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof g_cmds / sizeof *g_cmds; i++)
         if (!strcmp(argv[1], g_cmds[i].name)) {
-            kiln_cli_install_sigint();
-            return g_cmds[i].run(argc - 1, argv + 1);
+            kiln_cli_install_signals();
+            return kiln_cli_finish(g_cmds[i].name, g_cmds[i].run(argc - 1, argv + 1));
         }
     fprintf(stderr, "kiln: unknown command '%s'\n\n", argv[1]);
     usage(stderr);

@@ -71,6 +71,14 @@ KILN_API const char *kiln_last_error(void);
 /* Library version, "0.1.0". */
 KILN_API const char *kiln_version(void);
 
+/* Removes the temporary files the library is writing at this moment (a
+ * program kiln_compile has not yet renamed into place, a trace, a dump):
+ * the library writes every file under a temporary name and renames it only
+ * when complete, so after this call an interrupted write leaves nothing.
+ * Async-signal-safe: for an application's SIGINT/SIGTERM handler, before it
+ * calls _exit. The writes themselves then fail; call it only on the way out. */
+KILN_API void kiln_remove_temp_files(void);
+
 typedef enum kiln_dtype {
     KILN_F32 = 0,
     KILN_F16 = 1,

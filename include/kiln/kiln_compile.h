@@ -17,9 +17,11 @@
 extern "C" {
 #endif
 
-/* Progress of a long step (converting weights). Return non-zero to cancel:
- * the compiler then stops, removes its partial output and returns
- * KILN_ERR_CANCELLED. */
+/* Progress of a long step (writing weights, --check), and between steps
+ * with done = total = 0 (the stage about to start: "quantize", "pack",
+ * "write", "verify", "rename"). Return non-zero to cancel: the compiler then
+ * stops, removes its partial output and returns KILN_ERR_CANCELLED; a stop
+ * asked for at "rename" or before leaves no file (an old one stays). */
 typedef int (*kiln_progress_fn)(void *user, const char *stage, uint64_t done, uint64_t total);
 
 typedef struct kiln_compile_options {

@@ -6,6 +6,7 @@
 #define KILN_BASE_H
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -125,6 +126,40 @@ kiln_status kiln_file_map_open(const char *path, kiln_file_map *map);
 void kiln_file_map_close(kiln_file_map *map);
 /* The last path component, for messages. */
 const char *kiln_basename(const char *path);
+
+/* ---- files written whole or not at all (outfile.c) ---------------------- */
+/* An output file is written to "<path>.tmp.<pid>" next to it, synced, and
+ * renamed into place only when every byte reached the disk; the folder is
+ * synced after. A reader never sees half a file, a write error (a full
+ * disk) leaves the old file as it was, and kiln_remove_temp_files (in a
+ * signal handler) leaves no temporary behind. A link is followed (its
+ * target is replaced, the link stays); a path that is no regular file
+ * (/dev/stdout, a FIFO) is written directly. */
+typedef struct kiln_outfile {
+    FILE *f;          /* write through this */
+    const char *path; /* as given, for messages */
+    char *final;      /* where it lands: the path, or a link's target; NULL: direct */
+    char *tmp;        /* what is written until commit; NULL: direct */
+    int slot;         /* in the table of temporary files; -1: none */
+    int finished;     /* 1: closed and synced, not yet renamed */
+} kiln_outfile;
+
+kiln_status kiln_outfile_open(kiln_outfile *o, const char *path);
+/* Flushes, checks every write, fsyncs and closes: the bytes are complete
+ * under o->tmp (verify them there before commit). On failure the
+ * temporary is removed and the message names the path and the reason. */
+kiln_status kiln_outfile_finish(kiln_outfile *o);
+/* finish, then rename into place and sync the folder. Always releases o. */
+kiln_status kiln_outfile_commit(kiln_outfile *o);
+/* Closes and removes the temporary: the old file (if any) stays. */
+void kiln_outfile_discard(kiln_outfile *o);
+/* Temporary files written by other means, for kiln_remove_temp_files: a
+ * slot (-1 when the table is full: still written, not removed by a
+ * signal), given back by kiln_temp_untrack. */
+int kiln_temp_track(const char *path);
+void kiln_temp_untrack(int slot);
+/* rename(2), then fsync of the folder. */
+kiln_status kiln_file_rename_synced(const char *tmp, const char *path);
 
 /* ---- half-precision conversions (fp16.c) -------------------------------- */
 float kiln_f16_to_f32(uint16_t h);

@@ -4,7 +4,6 @@
  * every section -> --check -> rename into place. */
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "backends/backend.h"
 #include "import/import.h"
@@ -19,6 +18,23 @@
 void kiln_compile_options_init(kiln_compile_options *o) {
     memset(o, 0, sizeof *o);
     o->prefill = DEFAULT_PREFILL;
+}
+
+/* The progress callback between steps (done = total = 0): non-zero stops. */
+static kiln_status stop_asked(const kiln_compile_options *o, const char *stage) {
+    if (o->progress && o->progress(o->progress_user, stage, 0, 0))
+        return kiln_error(KILN_ERR_CANCELLED, "compile: stopped before %s", stage);
+    return KILN_OK;
+}
+
+/* Reads a program just written back: parse, verify graphs, every checksum. */
+static kiln_status verify_written(const char *path) {
+    kiln_program *p;
+    kiln_status st = kiln_program_open(path, &p);
+    if (st) return kiln_error_wrap(st, "the program just written does not read back");
+    st = kiln_program_verify(p);
+    kiln_program_close(p);
+    return st;
 }
 
 kiln_status kiln_compile(const kiln_compile_options *o) {
@@ -42,9 +58,7 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
     kiln_module m;
     memset(&m, 0, sizeof m);
     kiln_import imp;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o->output, (long)getpid());
-    int wrote = 0;
+    kiln_outfile out = {.slot = -1};
     kiln_status st = kiln_import_open(o->input, o->tokenizer, &imp, &m);
     if (st) goto done;
     if (imp.tokenizer_note[0] && o->log) o->log(o->log_user, imp.tokenizer_note);
@@ -62,42 +76,41 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
     if ((st = kiln_meta_set_str(&m, "general.source", kiln_basename(o->input)))) goto done;
     if ((st = kiln_llama_build(&m, &cfg, prefill, max_seq))) goto done;
     if ((st = kiln_module_prune_consts(&m))) goto done; /* weights no method reads */
-    if ((st = kiln_module_quantize(&m, o))) goto done;
+    if ((st = stop_asked(o, "quantize")) || (st = kiln_module_quantize(&m, o))) goto done;
     if ((st = kiln_module_verify(&m, 0))) goto done;
     if ((st = kiln_module_partition(&m, o->backends ? o->backends : kiln_backend_default())))
         goto done;
-    if ((st = kiln_module_pack(&m, o))) goto done;
+    if ((st = stop_asked(o, "pack")) || (st = kiln_module_pack(&m, o))) goto done;
     for (int i = 0; i < m.n_methods; i++)
         if ((st = kiln_graph_plan(&m.methods[i], &m))) goto done;
     if ((st = kiln_module_verify(&m, 1))) goto done;
-    wrote = 1;
     for (int pass = 0;; pass++) {
-        if ((st = kiln_program_write(&m, tmp, o->progress, o->progress_user))) goto done;
-        /* Verify what was written: parse, verify graphs, check every checksum. */
-        kiln_program *p;
-        if ((st = kiln_program_open(tmp, &p))) {
-            kiln_error_wrap(st, "the program just written does not read back");
+        if ((st = stop_asked(o, "write")) || (st = kiln_outfile_open(&out, o->output))) goto done;
+        if (!out.tmp) {
+            st = kiln_error(KILN_ERR_INVALID_ARG, "'%s' is not a regular file: a program is one",
+                            o->output);
             goto done;
         }
-        st = kiln_program_verify(p);
-        kiln_program_close(p);
-        if (st) goto done;
+        if ((st = kiln_program_write_to(&m, out.f, out.tmp, o->progress, o->progress_user)) ||
+            (st = kiln_outfile_finish(&out)))
+            goto done;
+        /* Verify what was written: parse, verify graphs, check every checksum. */
+        if ((st = stop_asked(o, "verify")) || (st = verify_written(out.tmp))) goto done;
         /* --check: once; --check=fallback may move partitions to ref, and
          * the program is written again (the memory plan holds for every
          * backend: verified again here) */
         if (!o->check || pass) break;
         int moved = 0;
-        if ((st = kiln_check_partitions(tmp, &m, o, &moved))) goto done;
+        if ((st = kiln_check_partitions(out.tmp, &m, o, &moved))) goto done;
         if (!moved) break;
+        kiln_outfile_discard(&out);
         if ((st = kiln_module_verify(&m, 1))) goto done;
     }
-    if (rename(tmp, o->output) != 0) {
-        st = kiln_error(KILN_ERR_IO, "cannot rename '%s' to '%s'", tmp, o->output);
-        goto done;
-    }
-    wrote = 0;
+    /* The last moment a stop leaves no file: after it the program is in place. */
+    if ((st = stop_asked(o, "rename"))) goto done;
+    st = kiln_outfile_commit(&out);
 done:
-    if (wrote) unlink(tmp);
+    kiln_outfile_discard(&out);
     kiln_module_free(&m);
     kiln_import_close(&imp);
     return st;

@@ -429,10 +429,10 @@ static void json_rates(FILE *f, const kiln_machine_rates *r) {
 }
 
 kiln_status kiln_machine_save(const kiln_machine_info *m, const char *path) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return kiln_error(KILN_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    kiln_outfile out;
+    kiln_status st = kiln_outfile_open(&out, path);
+    if (st) return st;
+    FILE *f = out.f;
     fprintf(f, "{\n  \"cpu_model\": ");
     json_string(f, m->cpu_model);
     fprintf(f, ",\n  \"date\": \"%s\",\n  \"n_threads\": %d,\n  \"mem_buffer_bytes\": %llu,\n",
@@ -443,15 +443,7 @@ kiln_status kiln_machine_save(const kiln_machine_info *m, const char *path) {
     fprintf(f, ",\n  \"all_threads\": ");
     json_rates(f, &m->all);
     fprintf(f, "\n}\n");
-    int bad = fflush(f) != 0 || ferror(f);
-    bad |= fsync(fileno(f)) != 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        kiln_status st = kiln_error(KILN_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
-        unlink(tmp);
-        return st;
-    }
-    return KILN_OK;
+    return kiln_outfile_commit(&out);
 }
 
 /* mkdir -p */

@@ -487,20 +487,17 @@ kiln_status kiln_npy_encode(kiln_wbuf *b, kiln_npy_dtype dtype, int ndim, const 
     return KILN_OK;
 }
 
+/* Writes a whole file (kiln_outfile: complete or not there). */
 static kiln_status write_file(const char *path, const void *data, size_t len) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return kiln_error(KILN_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
-    int bad = len && fwrite(data, 1, len, f) != len;
-    int e = errno;
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        e = errno;
+    kiln_outfile out;
+    kiln_status st = kiln_outfile_open(&out, path);
+    if (st) return st;
+    if (len && fwrite(data, 1, len, out.f) != len) {
+        st = kiln_error(KILN_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+        kiln_outfile_discard(&out);
+        return st;
     }
-    if (bad) {
-        remove(path);
-        return kiln_error(KILN_ERR_IO, "cannot write '%s': %s", path, strerror(e));
-    }
-    return KILN_OK;
+    return kiln_outfile_commit(&out);
 }
 
 kiln_status kiln_npy_write(const char *path, kiln_npy_dtype dtype, int ndim, const int64_t *shape,
@@ -962,18 +959,8 @@ kiln_status kiln_tensor_folder_finish(kiln_tensor_folder *f) {
     kiln_status st =
         b.failed ? kiln_error(KILN_ERR_NOMEM, "out of memory writing a manifest") : KILN_OK;
     char *path = st ? NULL : join(f->dir, MANIFEST);
-    char *tmp = NULL;
-    if (!st && path) {
-        size_t cap = strlen(path) + 32;
-        if ((tmp = kiln_malloc(cap))) snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
-    }
-    if (!st && (!path || !tmp)) st = kiln_error(KILN_ERR_NOMEM, "out of memory");
-    if (!st) st = write_file(tmp, b.data, b.len);
-    if (!st && rename(tmp, path) != 0) {
-        st = kiln_error(KILN_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-        remove(tmp);
-    }
-    kiln_free(tmp);
+    if (!st && !path) st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+    if (!st) st = write_file(path, b.data, b.len);
     kiln_free(path);
     kiln_wbuf_free(&b);
     return st;

@@ -46,10 +46,16 @@ typedef struct kiln_section {
 
 const char *kiln_section_name(uint32_t kind);
 
-/* Writes a verified, planned module to `path` (see writer.c). */
+/* Writes a verified, planned module to `path` (see writer.c): whole or not
+ * at all (kiln_outfile). */
 kiln_status kiln_program_write(const kiln_module *m, const char *path,
                                int (*progress)(void *, const char *, uint64_t, uint64_t),
                                void *user);
+/* The same into an open file (`path` for messages); the caller checks the
+ * file's errors when it closes it (kiln_outfile_finish). */
+kiln_status kiln_program_write_to(const kiln_module *m, FILE *f, const char *path,
+                                  int (*progress)(void *, const char *, uint64_t, uint64_t),
+                                  void *user);
 
 /* Parses a mapped program into `m` (consts point into `data`), checking
  * every field; sections[] receives the section table (for verify). */

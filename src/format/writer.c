@@ -159,14 +159,13 @@ static kiln_status out_pad(out_file *o, uint64_t align) {
     return out_write(o, zeros, (size_t)pad);
 }
 
-kiln_status kiln_program_write(const kiln_module *m, const char *path,
-                               int (*progress)(void *, const char *, uint64_t, uint64_t),
-                               void *user) {
+kiln_status kiln_program_write_to(const kiln_module *m, FILE *f, const char *path,
+                                  int (*progress)(void *, const char *, uint64_t, uint64_t),
+                                  void *user) {
     kiln_status st = KILN_OK;
     kiln_wbuf bufs[5];
     memset(bufs, 0, sizeof bufs);
     uint64_t *offsets = kiln_calloc((size_t)m->n_consts + 1, sizeof *offsets);
-    FILE *f = NULL;
     if (!offsets) return kiln_error(KILN_ERR_NOMEM, "out of memory writing '%s'", path);
 
     static const uint32_t kinds[5] = {KILN_SEC_META, KILN_SEC_TOKENIZER, KILN_SEC_STATE,
@@ -233,12 +232,6 @@ kiln_status kiln_program_write(const kiln_module *m, const char *path,
         goto done;
     }
 
-    f = fopen(path, "wb");
-    if (!f) {
-        kiln_wbuf_free(&tab);
-        st = kiln_error(KILN_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
-        goto done;
-    }
     out_file o = {f, path, 0};
     st = out_write(&o, hdr, sizeof hdr);
     if (!st) st = out_write(&o, tab.data, tab.len);
@@ -266,12 +259,23 @@ kiln_status kiln_program_write(const kiln_module *m, const char *path,
     if (!st && o.pos != file_size)
         st = kiln_error(KILN_ERR_IO, "wrote %llu bytes to '%s', planned %llu",
                         (unsigned long long)o.pos, path, (unsigned long long)file_size);
-    if (fclose(f) != 0 && !st)
-        st = kiln_error(KILN_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
-    f = NULL;
 done:
     for (int i = 0; i < 5; i++)
         kiln_wbuf_free(&bufs[i]);
     kiln_free(offsets);
     return st;
+}
+
+kiln_status kiln_program_write(const kiln_module *m, const char *path,
+                               int (*progress)(void *, const char *, uint64_t, uint64_t),
+                               void *user) {
+    kiln_outfile out;
+    kiln_status st = kiln_outfile_open(&out, path);
+    if (st) return st;
+    st = kiln_program_write_to(m, out.f, path, progress, user);
+    if (st) {
+        kiln_outfile_discard(&out);
+        return st;
+    }
+    return kiln_outfile_commit(&out);
 }

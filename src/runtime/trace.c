@@ -273,8 +273,10 @@ kiln_status kiln_trace_write(const kiln_trace *t, const kiln_session *s, const c
     if (s && s->prog != p)
         return kiln_error(KILN_ERR_INVALID_ARG,
                           "the session is of another program than the trace's");
-    FILE *f = fopen(path, "w");
-    if (!f) return kiln_error(KILN_ERR_IO, "cannot write trace '%s'", path);
+    kiln_outfile out;
+    kiln_status st = kiln_outfile_open(&out, path);
+    if (st) return kiln_error_wrap(st, "trace");
+    FILE *f = out.f;
     const kiln_module *m = &p->mod;
     fprintf(f,
             "{\"kiln_trace\":1,\"kiln\":\"%s\",\"format_version\":%d,\"program\":", kiln_version(),
@@ -310,11 +312,11 @@ kiln_status kiln_trace_write(const kiln_trace *t, const kiln_session *s, const c
         }
     uint64_t state = 0, state_used = 0;
     for (int i = 0; i < m->n_states; i++) {
-        const kiln_state *st = &m->states[i];
-        state += st->nbytes;
-        if (t->positions && st->ndim >= 1 && st->ne[0] > 0) {
-            int64_t used = t->positions < st->ne[0] ? t->positions : st->ne[0];
-            state_used += st->nbytes / (uint64_t)st->ne[0] * (uint64_t)used;
+        const kiln_state *sv = &m->states[i];
+        state += sv->nbytes;
+        if (t->positions && sv->ndim >= 1 && sv->ne[0] > 0) {
+            int64_t used = t->positions < sv->ne[0] ? t->positions : sv->ne[0];
+            state_used += sv->nbytes / (uint64_t)sv->ne[0] * (uint64_t)used;
         }
     }
     struct rusage ru;
@@ -334,7 +336,6 @@ kiln_status kiln_trace_write(const kiln_trace *t, const kiln_session *s, const c
             (unsigned long long)rss);
     fprintf(f, "{\"ev\":\"end\",\"events\":%lld,\"dropped\":%lld}\n", (long long)written,
             (long long)t->dropped);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) return kiln_error(KILN_ERR_IO, "cannot write trace '%s'", path);
+    if ((st = kiln_outfile_commit(&out))) return kiln_error_wrap(st, "trace");
     return KILN_OK;
 }
