@@ -1,4 +1,8 @@
-/* test_base.c: checksums, half floats, bounds-checked buffers, errors. */
+/* test_base.c: checksums, half floats, bounds-checked buffers, errors, files
+ * written whole or not at all. */
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "base/base.h"
 #include "harness.h"
 
@@ -102,5 +106,66 @@ TEST(overflow_checks) {
     ASSERT(kiln_dtype_name((kiln_dtype)77) == NULL);
 }
 
+static int file_is(const char *path, const char *text) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char buf[64] = {0};
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    return n == strlen(text) && !memcmp(buf, text, n);
+}
+
+/* kiln_outfile: nothing at the path until commit; discard leaves the old
+ * file; a link's target is replaced and the link kept; the mode kept; the
+ * temporary is what kiln_remove_temp_files removes. */
+TEST(outfile_whole_or_nothing) {
+    char path[512], link[512], tmp[600];
+    snprintf(path, sizeof path, "%s", kt_path("out.txt"));
+    snprintf(link, sizeof link, "%s", kt_path("out.link"));
+    unlink(path);
+    unlink(link);
+    kiln_outfile o;
+    ASSERT_OK(kiln_outfile_open(&o, path));
+    ASSERT(o.tmp && o.f);
+    fputs("new", o.f);
+    ASSERT(access(path, F_OK) != 0); /* not there before the commit */
+    ASSERT_OK(kiln_outfile_commit(&o));
+    ASSERT(file_is(path, "new"));
+    chmod(path, 0600);
+    /* discarded: the old bytes stay, no temporary */
+    ASSERT_OK(kiln_outfile_open(&o, path));
+    snprintf(tmp, sizeof tmp, "%s", o.tmp);
+    fputs("half", o.f);
+    kiln_outfile_discard(&o);
+    ASSERT(file_is(path, "new"));
+    ASSERT(access(tmp, F_OK) != 0);
+    /* through a link: the target replaced, the link still a link, mode kept */
+    ASSERT(symlink(path, link) == 0);
+    ASSERT_OK(kiln_outfile_open(&o, link));
+    fputs("via link", o.f);
+    ASSERT_OK(kiln_outfile_commit(&o));
+    struct stat s;
+    ASSERT(lstat(link, &s) == 0 && S_ISLNK(s.st_mode));
+    ASSERT(file_is(path, "via link"));
+    ASSERT(stat(path, &s) == 0 && (s.st_mode & 0777) == 0600);
+    /* a signal handler's view: the open temporary goes, the commit fails */
+    ASSERT_OK(kiln_outfile_open(&o, path));
+    snprintf(tmp, sizeof tmp, "%s", o.tmp);
+    ASSERT(access(tmp, F_OK) == 0);
+    kiln_remove_temp_files();
+    ASSERT(access(tmp, F_OK) != 0);
+    ASSERT(kiln_outfile_commit(&o) == KILN_ERR_IO);
+    ASSERT(file_is(path, "via link"));
+    /* a folder is refused by name; /dev/null is written directly */
+    ASSERT(kiln_outfile_open(&o, kt_tmpdir()) == KILN_ERR_IO);
+    ASSERT(strstr(kiln_last_error(), "is a folder"));
+    ASSERT_OK(kiln_outfile_open(&o, "/dev/null"));
+    ASSERT(!o.tmp);
+    fputs("x", o.f);
+    ASSERT_OK(kiln_outfile_commit(&o));
+    unlink(link);
+    unlink(path);
+}
+
 TEST_MAIN(crc32c_known_vectors, f16_conversions, rbuf_refuses_reads_past_end, wbuf_round_trip,
-          error_wrap_keeps_context, overflow_checks)
+          error_wrap_keeps_context, overflow_checks, outfile_whole_or_nothing)
