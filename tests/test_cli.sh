@@ -16,7 +16,7 @@ SHARED=${KILN_SHARED_DATA:-$HERE/../../shared/data}
 "$FIX" "$WORK" 5 || { echo "make_fixture failed"; exit 1; }
 M=$WORK/model.bin T=$WORK/tok.bin P=$WORK/m.kiln
 
-expect version 0 "(program format 3)" -- "$KILN" --version
+expect version 0 "(program format 4)" -- "$KILN" --version
 expect no_args 2 "usage: kiln" -- "$KILN"
 expect unknown_command 2 "unknown command 'frobnicate'" -- "$KILN" frobnicate
 for c in compile info generate chat; do
@@ -83,8 +83,9 @@ expect compile_refuse_unknown_op 1 "refuse names unknown op 'conv'" -- "$KILN" c
 
 # Damage one weight byte: opening still works, --verify names the section.
 cp "$P" "$WORK/bad.kiln"
-size=$(stat -c %s "$WORK/bad.kiln")
-printf '\x55' | dd of="$WORK/bad.kiln" bs=1 seek=$((size - 3)) conv=notrunc status=none
+# the last byte of the weights section, from `kiln info`'s section table
+wend=$("$KILN" info "$P" | awk '$1 == "weights" && $2 == "offset" { print $3 + $4 - 1 }')
+printf '\x55' | dd of="$WORK/bad.kiln" bs=1 seek="$wend" conv=notrunc status=none
 expect info_damaged_weights 1 "section 'weights' checksum mismatch" -- "$KILN" info "$WORK/bad.kiln" --verify
 # A program of another format version.
 cp "$P" "$WORK/v9.kiln"

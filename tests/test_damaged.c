@@ -479,14 +479,14 @@ typedef struct {
     size_t entry;
 } sec_loc;
 
-static void find_sections(const uint8_t *b, sec_loc loc[KILN_SEC_WEIGHTS + 1]) {
+static void find_sections(const uint8_t *b, sec_loc loc[KILN_SEC_BLOBS + 1]) {
     uint64_t table = get64(b + KILN_HDR_TABLE_OFFSET);
     uint32_t n = get32(b + KILN_HDR_N_SECTIONS);
-    memset(loc, 0, sizeof(sec_loc) * (KILN_SEC_WEIGHTS + 1));
+    memset(loc, 0, sizeof(sec_loc) * (KILN_SEC_BLOBS + 1));
     for (uint32_t i = 0; i < n; i++) {
         const uint8_t *e = b + table + (size_t)i * KILN_SECTION_ENTRY_SIZE;
         uint32_t kind = get32(e);
-        if (kind < KILN_SEC_META || kind > KILN_SEC_WEIGHTS) continue;
+        if (kind < KILN_SEC_META || kind > KILN_SEC_BLOBS) continue;
         loc[kind] = (sec_loc){get64(e + 8), get64(e + 16), (size_t)(e - b)};
     }
 }
@@ -683,7 +683,26 @@ static void map_fields(const uint8_t *b, const sec_loc *loc) {
         uint32_t no = (uint32_t)rd(&w, 4, nm("m%u.no", k));
         for (uint32_t i = 0; i < no; i++)
             rd(&w, 4, nm("m%u.out%u", k, i));
+        uint32_t np = (uint32_t)rd(&w, 4, nm("m%u.np", k));
+        for (uint32_t i = 0; i < np; i++) {
+            rd(&w, 4, nm("m%u.p%u.backend", k, i));
+            rd(&w, 4, nm("m%u.p%u.first", k, i));
+            rd(&w, 4, nm("m%u.p%u.nnodes", k, i));
+            uint32_t pin = (uint32_t)rd(&w, 4, nm("m%u.p%u.nin", k, i));
+            for (uint32_t j = 0; j < pin; j++)
+                rd(&w, 4, nm("m%u.p%u.in%u", k, i, j));
+            uint32_t pout = (uint32_t)rd(&w, 4, nm("m%u.p%u.nout", k, i));
+            for (uint32_t j = 0; j < pout; j++)
+                rd(&w, 4, nm("m%u.p%u.out%u", k, i, j));
+            rd(&w, 4, nm("m%u.p%u.blob", k, i));
+            rd_str(&w, nm("m%u.p%u.graph", k, i));
+        }
     }
+
+    w.pos = (size_t)loc[KILN_SEC_BLOBS].off;
+    rd(&w, 4, "blobs.len");
+    rd(&w, 4, "blobs.crc");
+    rd(&w, 4, "blobs.count");
 
     w.pos = (size_t)loc[KILN_SEC_CONSTS].off;
     n = (uint32_t)rd(&w, 4, "consts.count");
@@ -845,9 +864,27 @@ static const sem_case SEM[] = {
     {"m0.in0", NULL, 99999, AT_OPEN, "input 0 is not an input value"},
     {"m0.in1", "m0.in0", 0, AT_OPEN, "listed twice"},
     {"m0.no", NULL, 0x7fffffff, AT_OPEN, "output count"},
-    {"m1.no", "m1.no", -1, AT_OPEN, "after the last record"},
+    {"m1.no", "m1.no", -1, AT_OPEN, "partition|after the last record"},
     {"m1.out0", NULL, 99999, AT_OPEN, "output 0 is not an activation"},
     {"m1.out0", "m1.input.index", 0, AT_OPEN, "output 0 is not an activation"},
+    /* partitions */
+    {"m0.np", NULL, 0xffffffff, AT_OPEN, "partition count"},
+    {"m0.p0.backend", NULL, 9, AT_OPEN, "partition 0 names backend 9"},
+    {"m0.p0.first", NULL, 1, AT_OPEN, "partition 0 covers nodes [1,"},
+    {"m0.p0.nnodes", NULL, 0, AT_OPEN, "partition 0 covers nodes [0, 0)"},
+    {"m0.p0.nnodes", NULL, 0x7fffffff, AT_OPEN, "partition 0 covers"},
+    {"m0.p0.nin", NULL, 0x7fffffff, AT_OPEN, "partition input"},
+    {"m0.p0.in0", NULL, 99999, AT_OPEN, "partition input 99999 is not one of its"},
+    {"m0.p0.in0", NULL, -1, AT_OPEN, "partition input -1"},
+    {"m0.p0.out0", "m0.in0", 0, AT_OPEN, "partition 0's boundary"},
+    {"m0.p0.blob", NULL, 3, AT_OPEN, "names blob 3"},
+    {"m0.p0.blob", NULL, -2, AT_OPEN, "names blob -2"},
+    {"m0.p0.graph.len", NULL, 0x7fffffff, AT_OPEN, "partition graph"},
+    /* blobs */
+    {"blobs.len", NULL, 0xffffffff, AT_OPEN, "blob table length 4294967295 exceeds"},
+    {"blobs.len", NULL, 0, AT_OPEN, "blob table checksum mismatch"},
+    {"blobs.crc", NULL, 0, AT_OPEN, "blob table checksum mismatch"},
+    {"blobs.count", NULL, 65, AT_OPEN, "blob table checksum mismatch"},
     /* constants */
     {"consts.count", NULL, 0xffffffff, AT_OPEN, "constant count"},
     {"consts.count", "consts.count", -1, AT_OPEN, "after the last record"},
@@ -888,9 +925,9 @@ TEST(damaged_programs) {
     size_t len;
     uint8_t *good = base_program(&len);
     ASSERT_MSG(good, "cannot build the program fixture");
-    sec_loc loc[KILN_SEC_WEIGHTS + 1];
+    sec_loc loc[KILN_SEC_BLOBS + 1];
     find_sections(good, loc);
-    for (int k = KILN_SEC_META; k <= KILN_SEC_WEIGHTS; k++)
+    for (int k = KILN_SEC_META; k <= KILN_SEC_BLOBS; k++)
         ASSERT_MSG(loc[k].size > 0, "section %d missing or empty in the fixture", k);
     map_fields(good, loc);
 
@@ -980,8 +1017,8 @@ TEST(damaged_programs) {
         {"n_sections 0", KILN_HDR_N_SECTIONS, 4, 0, 0, "n_sections"},
         {"n_sections 65", KILN_HDR_N_SECTIONS, 4, 0, 65, "n_sections"},
         {"n_sections 2^32-1", KILN_HDR_N_SECTIONS, 4, 0, 0xffffffff, "n_sections"},
-        {"n_sections 5", KILN_HDR_N_SECTIONS, 4, 0, 5, "section is missing"},
-        {"n_sections 7", KILN_HDR_N_SECTIONS, 4, 0, 7, "section 6|inside the header"},
+        {"n_sections 6", KILN_HDR_N_SECTIONS, 4, 0, 6, "section is missing"},
+        {"n_sections 8", KILN_HDR_N_SECTIONS, 4, 0, 8, "section 7|inside the header"},
         {"table_offset 0", KILN_HDR_TABLE_OFFSET, 8, 0, 0, "table_offset"},
         {"table_offset 63", KILN_HDR_TABLE_OFFSET, 8, 0, 63, "table_offset"},
         {"table_offset at the end", KILN_HDR_TABLE_OFFSET, 8, 1, 0, "table_offset"},
@@ -1008,7 +1045,7 @@ TEST(damaged_programs) {
         size_t e = (size_t)table + (size_t)i * KILN_SECTION_ENTRY_SIZE;
         uint32_t kind = get32(good + e);
         const char *sname = kiln_section_name(kind);
-        int weights = kind == KILN_SEC_WEIGHTS;
+        int weights = kind == KILN_SEC_WEIGHTS, blobs = kind == KILN_SEC_BLOBS;
         uint64_t soff = get64(good + e + 8), ssize = get64(good + e + 16);
         const struct {
             const char *what;
@@ -1019,7 +1056,7 @@ TEST(damaged_programs) {
             const char *want;
         } ent[] = {
             {"kind 0", 0, 4, 0, AT_OPEN, "unknown kind 0"},
-            {"kind 7", 0, 4, 7, AT_OPEN, "unknown kind 7"},
+            {"kind 8", 0, 4, 8, AT_OPEN, "unknown kind 8"},
             {"kind of the previous", 0, 4, i ? get32(good + e - KILN_SECTION_ENTRY_SIZE) : 0,
              AT_OPEN, i ? "a second" : "unknown kind"},
             {"align 0", 4, 4, 0, AT_OPEN, "alignment"},
@@ -1031,10 +1068,13 @@ TEST(damaged_programs) {
             {"offset 2^63", 8, 8, (uint64_t)1 << 63, AT_OPEN, "outside the file"},
             {"size 2^62", 16, 8, (uint64_t)1 << 62, AT_OPEN, "outside the file"},
             {"size 2^64-1", 16, 8, UINT64_MAX, AT_OPEN, "outside the file"},
-            {"size - 1", 16, 8, ssize - 1, weights ? AT_OPEN : AT_OPEN,
-             weights ? "exceeds the weights" : "checksum mismatch"},
-            {"crc flipped", 24, 4, get32(good + e + 24) ^ 0x10000, weights ? AT_VERIFY : AT_OPEN,
-             "checksum mismatch"},
+            {"size - 1", 16, 8, ssize - 1, AT_OPEN,
+             weights ? "exceeds the weights"
+             : blobs ? "blob table length"
+                     : "checksum mismatch"},
+            /* weights and blobs: checked whole by verify (a blob's own checksum when loaded) */
+            {"crc flipped", 24, 4, get32(good + e + 24) ^ 0x10000,
+             weights || blobs ? AT_VERIFY : AT_OPEN, "checksum mismatch"},
             {"flags 1", 28, 4, 1, AT_OPEN, "flags"},
         };
         for (size_t k = 0; k < sizeof ent / sizeof *ent; k++) {
@@ -1050,7 +1090,7 @@ TEST(damaged_programs) {
 
     /* One byte flipped inside each section: the small ones fail to open,
      * the weights fail verification, each naming its section. */
-    for (int k = KILN_SEC_META; k <= KILN_SEC_WEIGHTS; k++) {
+    for (int k = KILN_SEC_META; k <= KILN_SEC_BLOBS; k++) {
         const uint64_t at[3] = {loc[k].off, loc[k].off + loc[k].size / 2,
                                 loc[k].off + loc[k].size - 1};
         for (int j = 0; j < 3; j++) {

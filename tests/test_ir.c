@@ -55,6 +55,7 @@ TEST(valid_module_verifies_and_plans) {
     kiln_module m;
     ASSERT_OK(build(&m));
     ASSERT_OK(kiln_module_verify(&m, 0));
+    ASSERT_OK(kiln_graph_partition(&m.methods[0]));
     ASSERT_OK(kiln_graph_plan(&m.methods[0], &m));
     ASSERT_OK(kiln_module_verify(&m, 1));
     /* x and z can share memory (x is dead once y exists): the arena is
@@ -171,6 +172,7 @@ TEST(verifier_checks_the_memory_plan) {
     kiln_module m;
     ASSERT_OK(build(&m));
     kiln_graph *g = &m.methods[0];
+    ASSERT_OK(kiln_graph_partition(g));
     ASSERT_OK(kiln_graph_plan(g, &m));
     /* Put y where x lives: both are alive while y is computed. */
     int x = find_value(g, "x"), y = find_value(g, "y");
@@ -206,6 +208,57 @@ TEST(runtime_shape_rules_use_data) {
     ASSERT_EQ_I(out.ne[1], 50);
 }
 
+/* Partitions: the maximal runs of one backend, each with what it reads from
+ * outside (no constants) and what later nodes read of it; the verifier
+ * refuses a table that says otherwise. */
+TEST(partitions_are_maximal_runs_with_their_boundaries) {
+    kiln_module m;
+    ASSERT_OK(build(&m));
+    kiln_graph *g = &m.methods[0];
+    int cpu;
+    ASSERT_OK(kiln_module_add_backend(&m, "cpu", &cpu));
+    g->nodes[1].backend = g->nodes[2].backend = cpu; /* y, z on cpu: ref | cpu cpu | ref */
+    ASSERT_OK(kiln_graph_partition(g));
+    ASSERT_OK(kiln_graph_plan(g, &m));
+    ASSERT_OK(kiln_module_verify(&m, 1));
+    ASSERT_EQ_I(g->n_parts, 3);
+    ASSERT_EQ_I(g->parts[1].first, 1);
+    ASSERT_EQ_I(g->parts[1].n_nodes, 2);
+    ASSERT_EQ_I(g->parts[1].backend, cpu);
+    int x = find_value(g, "x"), z = find_value(g, "z"), o = find_value(g, "out");
+    ASSERT_EQ_I(g->parts[1].n_in, 1); /* x; the weights w and n are not listed */
+    ASSERT_EQ_I(g->parts[1].in[0], x);
+    ASSERT_EQ_I(g->parts[1].n_out, 1); /* z, read by out; y stays inside */
+    ASSERT_EQ_I(g->parts[1].out[0], z);
+    ASSERT_EQ_I(g->parts[0].n_in, 1); /* the tokens */
+    ASSERT_EQ_I(g->parts[2].n_out, 1);
+    ASSERT_EQ_I(g->parts[2].out[0], o); /* the method's output */
+    ASSERT_EQ_I(g->parts[0].blob, -1);
+    /* a boundary that is not what the nodes read */
+    g->parts[1].n_out = 0;
+    ASSERT_EQ_I(kiln_module_verify(&m, 1), KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(), "partition 1's boundary");
+    g->parts[1].n_out = 1;
+    /* a blob that is not there */
+    g->parts[1].blob = 0;
+    ASSERT_EQ_I(kiln_module_verify(&m, 1), KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(), "names blob 0");
+    g->parts[1].blob = -1;
+    /* not maximal: all on ref, but the old table kept */
+    g->nodes[1].backend = g->nodes[2].backend = 0;
+    g->parts[1].backend = 0;
+    ASSERT_EQ_I(kiln_module_verify(&m, 1), KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(), "maximal run");
+    /* nodes left out */
+    ASSERT_OK(kiln_graph_partition(g));
+    ASSERT_EQ_I(g->n_parts, 1);
+    g->n_parts = 0;
+    ASSERT_EQ_I(kiln_module_verify(&m, 1), KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(), "cover 0 of its 4 nodes");
+    g->n_parts = 1;
+    kiln_module_free(&m);
+}
+
 TEST_MAIN(op_table_is_complete, valid_module_verifies_and_plans, builder_rejects_bad_shapes,
           verifier_names_each_broken_rule, verifier_checks_the_memory_plan,
-          runtime_shape_rules_use_data)
+          runtime_shape_rules_use_data, partitions_are_maximal_runs_with_their_boundaries)

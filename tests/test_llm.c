@@ -53,7 +53,8 @@ static kiln_status write_changed(const char *path, void (*change)(kiln_module *m
     for (int k = 0; !st && k < m.n_methods; k++) {
         for (int i = 0; i < m.methods[k].n_nodes; i++)
             m.methods[k].nodes[i].backend = b;
-        st = kiln_graph_plan(&m.methods[k], &m);
+        st = kiln_graph_partition(&m.methods[k]);
+        if (!st) st = kiln_graph_plan(&m.methods[k], &m);
     }
     if (!st) st = kiln_module_verify(&m, 1);
     if (!st) st = kiln_program_write(&m, path, NULL, NULL);
@@ -268,7 +269,7 @@ TEST(non_llm_program_is_refused) {
            (g = kiln_module_add_method(&m, "run", 4)) &&
            (x = kiln_graph_input(g, "x", KILN_F32, 2, xs, 1)) >= 0 &&
            (y = kiln_graph_node(g, &m, KILN_OP_SILU, "y", 1, (int32_t[]){x}, NULL, NULL)) >= 0 &&
-           !kiln_graph_output(g, y) && !kiln_graph_plan(g, &m) &&
+           !kiln_graph_output(g, y) && !kiln_graph_partition(g) && !kiln_graph_plan(g, &m) &&
            !kiln_program_write(&m, path, NULL, NULL));
     kiln_module_free(&m);
     kiln_program *p;

@@ -593,8 +593,8 @@ static int write_program(const char *path) {
         (x = kiln_graph_input(g, "x", KILN_F32, 2, xs, 1)) < 0 ||
         (y = kiln_graph_node(g, &m, KILN_OP_RMS_NORM, "y", 2,
                              (int32_t[]){x, kiln_graph_const(g, &m, "w")}, NULL, eps)) < 0 ||
-        kiln_graph_output(g, y) || kiln_graph_plan(g, &m) || kiln_module_verify(&m, 1) ||
-        kiln_program_write(&m, path, NULL, NULL)) {
+        kiln_graph_output(g, y) || kiln_graph_partition(g) || kiln_graph_plan(g, &m) ||
+        kiln_module_verify(&m, 1) || kiln_program_write(&m, path, NULL, NULL)) {
         fprintf(stderr, "test_tensors --write-program: %s\n", kiln_last_error());
         kiln_module_free(&m);
         return 1;

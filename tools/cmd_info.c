@@ -124,6 +124,60 @@ static void io_json(const kiln_graph *g, const int32_t *idx, int n) {
     printf("]");
 }
 
+/* A partition's boundary as "a, b, c" (at most `cap` bytes). */
+static const char *value_list(const kiln_graph *g, const int32_t *v, int n, char *buf, size_t cap) {
+    size_t l = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && l + 1 < cap; i++)
+        l += (size_t)snprintf(buf + l, cap - l, "%s%s", i ? ", " : "", g->values[v[i]].name);
+    if (l >= cap && cap > 4) memcpy(buf + cap - 4, "...", 4);
+    return n ? buf : "-";
+}
+
+/* The sections, the blobs and each method's partitions. */
+static void layout_text(const kiln_program *p) {
+    const kiln_module *m = kiln_program_module(p);
+    printf("sections:\n");
+    const char *name;
+    uint64_t off, size;
+    uint32_t crc;
+    for (int i = 0; !kiln_program_section(p, i, &name, &off, &size, &crc); i++)
+        printf("  %-10s offset %10llu  %12llu bytes  crc32c 0x%08x\n", name,
+               (unsigned long long)off, (unsigned long long)size, crc);
+    uint64_t consts = 0, blobs = 0;
+    for (int i = 0; i < m->n_consts; i++)
+        consts += m->consts[i].nbytes;
+    for (int i = 0; i < m->n_blobs; i++)
+        blobs += m->blobs[i].size;
+    printf("size: %llu bytes of constants + %llu bytes of blobs\n", (unsigned long long)consts,
+           (unsigned long long)blobs);
+    for (int i = 0; i < m->n_blobs; i++) {
+        const kiln_blob *b = &m->blobs[i];
+        printf("blob %d: backend %s, %llu bytes", i,
+               b->backend >= 0 ? m->backends[b->backend] : "(not used)",
+               (unsigned long long)b->size);
+        for (int k = 0; k < b->n_props; k++)
+            printf("%s%s=%s", k ? ", " : "; ", b->prop_key[k], b->prop_val[k]);
+        printf("\n");
+    }
+}
+
+static void partitions_text(const kiln_module *m, const kiln_graph *g) {
+    char in[160], out[160];
+    printf("    partitions (%d):\n", g->n_parts);
+    printf("      %4s  %-8s %-11s %-6s %-9s %s\n", "#", "backend", "nodes", "blob", "graph",
+           "boundary in -> out");
+    for (int j = 0; j < g->n_parts; j++) {
+        const kiln_partition *pt = &g->parts[j];
+        char nodes[32], blob[16];
+        snprintf(nodes, sizeof nodes, "%d..%d", pt->first, pt->first + pt->n_nodes - 1);
+        snprintf(blob, sizeof blob, pt->blob >= 0 ? "%d" : "-", pt->blob);
+        printf("      %4d  %-8s %-11s %-6s %-9s %s -> %s\n", j, m->backends[pt->backend], nodes,
+               blob, pt->graph ? pt->graph : "-", value_list(g, pt->in, pt->n_in, in, sizeof in),
+               value_list(g, pt->out, pt->n_out, out, sizeof out));
+    }
+}
+
 static void print_text(const kiln_program *p, const char *path, int verified) {
     const kiln_module *m = kiln_program_module(p);
     char buf[96];
@@ -137,6 +191,7 @@ static void print_text(const kiln_program *p, const char *path, int verified) {
         print_meta_value(&m->meta[i], 0);
         printf("\n");
     }
+    layout_text(p);
     printf("tokenizer: %s\n", m->tokenizer_len ? "stored" : "none");
     uint64_t state_bytes = 0;
     for (int i = 0; i < m->n_states; i++)
@@ -163,6 +218,7 @@ static void print_text(const kiln_program *p, const char *path, int verified) {
                g->max_tokens, g->n_nodes, (unsigned long long)g->arena_bytes);
         io_text(g, g->inputs, g->n_inputs, "inputs");
         io_text(g, g->outputs, g->n_outputs, "outputs");
+        partitions_text(m, g);
         int n_fallback = 0;
         for (int i = 0; i < g->n_nodes; i++)
             n_fallback += kiln_program_node_is_fallback(p, &g->nodes[i]);
@@ -179,6 +235,61 @@ static void print_text(const kiln_program *p, const char *path, int verified) {
     }
 }
 
+static void layout_json(const kiln_program *p) {
+    const kiln_module *m = kiln_program_module(p);
+    printf(" \"sections\": [");
+    const char *name;
+    uint64_t off, size;
+    uint32_t crc;
+    for (int i = 0; !kiln_program_section(p, i, &name, &off, &size, &crc); i++)
+        printf("%s{\"name\": \"%s\", \"offset\": %llu, \"bytes\": %llu, \"crc32c\": %u}",
+               i ? ", " : "", name, (unsigned long long)off, (unsigned long long)size, crc);
+    printf("],\n \"blobs\": [");
+    for (int i = 0; i < m->n_blobs; i++) {
+        const kiln_blob *b = &m->blobs[i];
+        printf("%s{\"backend\": ", i ? ", " : "");
+        json_str(b->backend >= 0 ? m->backends[b->backend] : "");
+        printf(", \"bytes\": %llu, \"properties\": {", (unsigned long long)b->size);
+        for (int k = 0; k < b->n_props; k++) {
+            printf("%s", k ? ", " : "");
+            json_str(b->prop_key[k]);
+            printf(": ");
+            json_str(b->prop_val[k]);
+        }
+        printf("}}");
+    }
+    printf("],\n");
+}
+
+static void names_json(const kiln_graph *g, const int32_t *v, int n) {
+    printf("[");
+    for (int i = 0; i < n; i++) {
+        printf("%s", i ? ", " : "");
+        json_str(g->values[v[i]].name);
+    }
+    printf("]");
+}
+
+static void partitions_json(const kiln_module *m, const kiln_graph *g) {
+    printf(", \"partitions\": [");
+    for (int j = 0; j < g->n_parts; j++) {
+        const kiln_partition *pt = &g->parts[j];
+        printf("%s{\"backend\": ", j ? ", " : "");
+        json_str(m->backends[pt->backend]);
+        printf(", \"first_node\": %d, \"nodes\": %d, \"inputs\": ", pt->first, pt->n_nodes);
+        names_json(g, pt->in, pt->n_in);
+        printf(", \"outputs\": ");
+        names_json(g, pt->out, pt->n_out);
+        printf(", \"blob\": %d, \"graph\": ", pt->blob);
+        if (pt->graph)
+            json_str(pt->graph);
+        else
+            printf("null");
+        printf("}");
+    }
+    printf("]");
+}
+
 static void print_json(const kiln_program *p, const char *path, int verified) {
     const kiln_module *m = kiln_program_module(p);
     printf("{\"path\": ");
@@ -192,7 +303,9 @@ static void print_json(const kiln_program *p, const char *path, int verified) {
         printf(": ");
         print_meta_value(&m->meta[i], 1);
     }
-    printf("},\n \"tokenizer\": %s,\n \"state\": [", m->tokenizer_len ? "true" : "false");
+    printf("},\n");
+    layout_json(p);
+    printf(" \"tokenizer\": %s,\n \"state\": [", m->tokenizer_len ? "true" : "false");
     for (int i = 0; i < m->n_states; i++) {
         printf("%s{\"name\": ", i ? ", " : "");
         json_str(m->states[i].name);
@@ -218,6 +331,7 @@ static void print_json(const kiln_program *p, const char *path, int verified) {
         io_json(g, g->inputs, g->n_inputs);
         printf(", \"outputs\": ");
         io_json(g, g->outputs, g->n_outputs);
+        partitions_json(m, g);
         printf(", \"nodes\": [");
         for (int i = 0; i < g->n_nodes; i++) {
             const kiln_node *n = &g->nodes[i];

@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 /* Progress of a long step (writing weights, --check), and between steps
- * with done = total = 0 (the stage about to start: "quantize", "pack",
+ * with done = total = 0 (the stage about to start: "quantize", "prepare",
  * "write", "verify", "rename"). Return non-zero to cancel: the compiler then
  * stops, removes its partial output and returns KILN_ERR_CANCELLED; a stop
  * asked for at "rename" or before leaves no file (an old one stays). */

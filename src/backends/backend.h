@@ -2,13 +2,28 @@
  *
  * At compile time the partitioner asks each requested backend, in order,
  * whether it supports a node; the first that does gets it, and a node no
- * requested backend supports runs on `ref` as a fallback. At run time a
- * program resolves each backend name once (open), then the executor calls
- * exec per node. Consecutive nodes on one backend form a partition. */
+ * requested backend supports runs on `ref` as a fallback. Maximal runs of
+ * nodes on one backend are the method's partitions (kiln_partition, stored
+ * in the program). Then each backend's prepare sees the whole module with
+ * its partitions: the cpu backend repacks the weights it reads; a delegate
+ * compiles its partitions into one blob stored in the program.
+ *
+ * At run time a program resolves each backend name once (open), a
+ * delegate loads its blob (load), and the executor walks the partitions:
+ * a backend with `execute` runs a whole partition in one call; the others
+ * (ref, cpu, test) run node by node through `exec`, the path the debugger
+ * also uses. */
 #ifndef KILN_BACKEND_H
 #define KILN_BACKEND_H
 
 #include "ir/ops.h"
+
+/* What the compiler passes to prepare. */
+typedef struct kiln_prepare_options {
+    int no_pack; /* --no-pack: weights stay as imported */
+    void (*log)(void *user, const char *line);
+    void *log_user;
+} kiln_prepare_options;
 
 typedef struct kiln_backend {
     const char *name;
@@ -33,6 +48,19 @@ typedef struct kiln_backend {
     const char *(*unit)(void *ctx, const kiln_node *n, const kiln_tensor *const *in);
     /* Threads a node may run on (NULL: 1), for the trace. */
     int (*threads)(void *ctx);
+    /* Compile time, after partitioning (may be NULL): `b` is this backend's
+     * index in m->backends. May change the module's constants (repacking
+     * what its own nodes read), and may add one blob (kiln_module_add_blob)
+     * naming its partitions (kiln_partition.blob, .graph). */
+    kiln_status (*prepare)(kiln_module *m, int b, const kiln_prepare_options *o);
+    /* Run time, after open, for a backend with a blob: checks and loads it
+     * (errors name what does not match). NULL: the backend has no blobs. */
+    kiln_status (*load)(void *ctx, const kiln_module *m, int b, const kiln_blob *blob);
+    /* Runs a whole partition (NULL: node by node through exec). vals holds
+     * every value of the method with its data and actual shape; the
+     * partition's boundary outputs are written. */
+    kiln_status (*execute)(void *ctx, const kiln_graph *g, const kiln_partition *p,
+                           kiln_tensor *vals, void *scratch, uint64_t scratch_bytes);
 } kiln_backend;
 
 const kiln_backend *kiln_backend_find(const char *name);
@@ -44,6 +72,9 @@ const char *kiln_backend_default(void);
 /* The ref kernels, shared by backends that wrap ref (e.g. test). */
 kiln_status kiln_ref_exec(void *ctx, const kiln_node *n, const kiln_tensor *const *in,
                           kiln_tensor *out, void *scratch, uint64_t scratch_bytes);
+
+/* The cpu backend's prepare (cpu/pack.c). */
+kiln_status kiln_cpu_prepare(kiln_module *m, int b, const kiln_prepare_options *o);
 
 extern const kiln_backend kiln_backend_ref_impl;
 extern const kiln_backend kiln_backend_test_impl;

@@ -131,20 +131,20 @@ static kiln_status find_parts(checker *c) {
     if (!(c->part_of = kiln_calloc((size_t)n_nodes + 1, sizeof *c->part_of)) ||
         !(c->parts = kiln_calloc((size_t)n_nodes + 1, sizeof *c->parts)))
         return kiln_error(KILN_ERR_NOMEM, "out of memory");
-    for (int k = 0; k < m->n_methods; k++) {
+    for (int k = 0; k < m->n_methods; k++) { /* the program's own partitions */
         const kiln_graph *g = &m->methods[k];
-        for (int i = 0; i < g->n_nodes; i++) {
-            if (!i || g->nodes[i].backend != g->nodes[i - 1].backend) {
-                part *p = &c->parts[c->n_parts++];
-                p->method = k;
-                p->first = i;
-                p->backend = g->nodes[i].backend;
-                p->checked = p->backend != ref;
-                p->worst = -1;
-                p->cos = p->rel = NAN;
-            }
-            c->parts[c->n_parts - 1].last = i;
-            c->part_of[c->node_base[k] + i] = c->n_parts - 1;
+        for (int j = 0; j < g->n_parts; j++) {
+            const kiln_partition *gp = &g->parts[j];
+            part *p = &c->parts[c->n_parts++];
+            p->method = k;
+            p->first = gp->first;
+            p->last = gp->first + gp->n_nodes - 1;
+            p->backend = gp->backend;
+            p->checked = p->backend != ref;
+            p->worst = -1;
+            p->cos = p->rel = NAN;
+            for (int i = p->first; i <= p->last; i++)
+                c->part_of[c->node_base[k] + i] = c->n_parts - 1;
         }
     }
     if (!(c->be_ms = kiln_calloc((size_t)c->n_parts * CHECK_REPS + 1, sizeof *c->be_ms)))
@@ -287,6 +287,8 @@ static kiln_status run_check(checker *c, const char *path, kiln_module *m, int *
                  m->methods[p->method].nodes[p->worst].name, p->cos);
         log_line(o, line);
     }
+    for (int k = 0; k < m->n_methods; k++) /* runs next to ref merge into one */
+        if ((st = kiln_graph_partition(&m->methods[k]))) return st;
     *moved = 1;
     return KILN_OK;
 }

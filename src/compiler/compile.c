@@ -1,6 +1,6 @@
 /* compile.c: the compiler driver. import (weights, metadata, tokenizer) ->
  * build graphs -> the passes (passes.h: prune, quantize, verify, partition,
- * pack, plan, verify) -> write (to a temporary file) -> reopen and verify
+ * each backend's prepare, plan, verify) -> write (to a temporary file) -> reopen and verify
  * every section -> --check -> rename into place. */
 #include <stdio.h>
 #include <string.h>
@@ -80,7 +80,7 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
     if ((st = kiln_module_verify(&m, 0))) goto done;
     if ((st = kiln_module_partition(&m, o->backends ? o->backends : kiln_backend_default())))
         goto done;
-    if ((st = stop_asked(o, "pack")) || (st = kiln_module_pack(&m, o))) goto done;
+    if ((st = stop_asked(o, "prepare")) || (st = kiln_module_prepare(&m, o))) goto done;
     for (int i = 0; i < m.n_methods; i++)
         if ((st = kiln_graph_plan(&m.methods[i], &m))) goto done;
     if ((st = kiln_module_verify(&m, 1))) goto done;
@@ -104,7 +104,9 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
         if ((st = kiln_check_partitions(out.tmp, &m, o, &moved))) goto done;
         if (!moved) break;
         kiln_outfile_discard(&out);
-        if ((st = kiln_module_verify(&m, 1))) goto done;
+        /* the partitions changed: what the backends prepared is made again */
+        kiln_module_drop_blobs(&m);
+        if ((st = kiln_module_prepare(&m, o)) || (st = kiln_module_verify(&m, 1))) goto done;
     }
     /* The last moment a stop leaves no file: after it the program is in place. */
     if ((st = stop_asked(o, "rename"))) goto done;

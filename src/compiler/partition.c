@@ -1,6 +1,7 @@
 /* partition.c: --backend. Each node goes to the first listed backend that
- * supports it, else to ref; a partition is a run of consecutive nodes on one
- * backend, implicit in the per-node backend index the program stores. */
+ * supports it, else to ref; each method's maximal runs of nodes on one
+ * backend become its partitions (stored in the program). Then every
+ * backend prepares what it was given (kiln_module_prepare). */
 #include <string.h>
 
 #include "backends/backend.h"
@@ -45,5 +46,17 @@ kiln_status kiln_module_partition(kiln_module *m, const char *spec) {
             }
         }
     }
+    for (int k = 0; k < m->n_methods; k++)
+        if ((st = kiln_graph_partition(&m->methods[k]))) return st;
     return kiln_meta_set_str(m, "kiln.backends.requested", spec);
+}
+
+kiln_status kiln_module_prepare(kiln_module *m, const kiln_compile_options *o) {
+    kiln_prepare_options po = {.no_pack = o->no_pack, .log = o->log, .log_user = o->log_user};
+    for (int b = 0; b < m->n_backends; b++) {
+        const kiln_backend *be = kiln_backend_find(m->backends[b]);
+        kiln_status st = be && be->prepare ? be->prepare(m, b, &po) : KILN_OK;
+        if (st) return kiln_error_wrap(st, "backend %s", m->backends[b]);
+    }
+    return KILN_OK;
 }

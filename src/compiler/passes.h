@@ -10,14 +10,6 @@
 #include "ir/ops.h"
 #include "kiln/kiln_compile.h"
 
-/* The input of a node that is a weight matrix (matmul, logits: 1;
- * get_rows: 0), or -1. */
-static inline int kiln_node_weight_slot(const kiln_node *n) {
-    return n->op == KILN_OP_GET_ROWS                              ? 0
-           : (n->op == KILN_OP_MATMUL || n->op == KILN_OP_LOGITS) ? 1
-                                                                  : -1;
-}
-
 /* prune.c. Reads every method's values; drops the constants no method
  * reads (freeing what they own) and renumbers the graphs' references to
  * the rest, which keep their order. Errors: KILN_ERR_NOMEM. */
@@ -44,15 +36,10 @@ kiln_status kiln_module_quantize(kiln_module *m, const kiln_compile_options *o);
  * none; a backend's configure() error; KILN_ERR_NOMEM. */
 kiln_status kiln_module_partition(kiln_module *m, const char *spec);
 
-/* pack.c. Reads the partition, o->no_pack (then nothing to do) and o->log.
- * Repacks a 2-dim weight into the cpu kernels' interleaved layout
- * (kiln_dtype_packed) when its dtype has one, its rows come in whole
- * groups, every node reading it reads it as its weight (ref and cpu read
- * packed weights) and at least one of them runs on cpu. The packed copy
- * (same size) replaces the plain one, and the graphs' values take the
- * packed dtype. Logs a summary. Errors: KILN_ERR_NOMEM; a packing error,
- * wrapped with the tensor's name. */
-kiln_status kiln_module_pack(kiln_module *m, const kiln_compile_options *o);
+/* partition.c. Each backend's prepare (backend.h), in the module's order:
+ * the cpu backend repacks the weights its nodes read (--no-pack: not), a
+ * delegate adds its blob. Errors are the backend's, wrapped with its name. */
+kiln_status kiln_module_prepare(kiln_module *m, const kiln_compile_options *o);
 
 /* plan.c. Reads one method's values, nodes and their scratch rules
  * (src/ir/liveness.h, which the verifier checks the plan against). Gives

@@ -34,6 +34,7 @@ typedef enum kiln_section_kind {
     KILN_SEC_METHODS = 4,
     KILN_SEC_CONSTS = 5,  /* the constant table */
     KILN_SEC_WEIGHTS = 6, /* constant data, 64-byte aligned, used in place */
+    KILN_SEC_BLOBS = 7,   /* what backends prepared (FORMAT.md 7.6), 64-byte aligned */
 } kiln_section_kind;
 
 typedef struct kiln_section {

@@ -128,6 +128,8 @@ static kiln_status parse_state(kiln_rbuf *r, kiln_module *m) {
     return kiln_rbuf_status(r);
 }
 
+static kiln_status parse_partitions(kiln_rbuf *r, kiln_graph *g);
+
 static kiln_status parse_methods(kiln_rbuf *r, kiln_module *m) {
     uint32_t nb = kiln_rbuf_count(r, "backend count", 4);
     if (r->failed) return kiln_rbuf_status(r);
@@ -214,7 +216,114 @@ static kiln_status parse_methods(kiln_rbuf *r, kiln_module *m) {
         for (uint32_t i = 0; i < no; i++)
             g->outputs[i] = kiln_rbuf_i32(r, "output index");
         if (r->failed) return kiln_rbuf_status(r);
+        kiln_status st = parse_partitions(r, g);
+        if (st) return st;
     }
+    return kiln_rbuf_status(r);
+}
+
+/* A list of value indices: a count, then each in [0, n_values). */
+static kiln_status read_values(kiln_rbuf *r, const kiln_graph *g, const char *field, int32_t **out,
+                               int *n) {
+    uint32_t c = kiln_rbuf_count(r, field, 4);
+    if (r->failed || !c) return kiln_rbuf_status(r);
+    if (!(*out = kiln_malloc(sizeof **out * c))) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    *n = (int)c;
+    for (uint32_t i = 0; i < c && !r->failed; i++) {
+        int32_t v = (*out)[i] = kiln_rbuf_i32(r, field);
+        if (!r->failed && (v < 0 || v >= g->n_values))
+            kiln_rbuf_fail(r, "method '%s': %s %d is not one of its %d values", g->name, field, v,
+                           g->n_values);
+    }
+    return kiln_rbuf_status(r);
+}
+
+/* The method's partitions (FORMAT.md 7.4); the verifier checks they cover
+ * its nodes and their boundaries. */
+static kiln_status parse_partitions(kiln_rbuf *r, kiln_graph *g) {
+    uint32_t np = kiln_rbuf_count(r, "partition count", 24);
+    if (!r->failed && np > (uint32_t)(g->n_nodes > 0 ? g->n_nodes : 1))
+        kiln_rbuf_fail(r, "method '%s' has %u partitions for %d nodes", g->name, np, g->n_nodes);
+    if (r->failed) return kiln_rbuf_status(r);
+    if (np && !(g->parts = kiln_calloc(np, sizeof *g->parts)))
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < np && !r->failed; i++) {
+        kiln_partition *p = &g->parts[i];
+        g->n_parts++;
+        p->blob = -1;
+        p->backend = (int)kiln_rbuf_u32(r, "partition backend");
+        p->first = (int)kiln_rbuf_u32(r, "partition first node");
+        p->n_nodes = (int)kiln_rbuf_u32(r, "partition node count");
+        kiln_status st = read_values(r, g, "partition input", &p->in, &p->n_in);
+        if (!st) st = read_values(r, g, "partition output", &p->out, &p->n_out);
+        if (st) return st;
+        p->blob = kiln_rbuf_i32(r, "partition blob");
+        char *name = kiln_rbuf_strdup(r, "partition graph", MAX_NAME);
+        if (name && !name[0])
+            kiln_free(name);
+        else
+            p->graph = name;
+    }
+    return kiln_rbuf_status(r);
+}
+
+/* The blobs section (FORMAT.md 7.6): the table, then the payloads, used in
+ * place. Each payload lies after the table, 64-byte aligned, inside the
+ * section, and after the one before it. */
+static kiln_status parse_blobs(kiln_rbuf *r, kiln_module *m, const uint8_t *base, uint64_t size) {
+    uint32_t len = kiln_rbuf_u32(r, "blob table length"), crc = kiln_rbuf_u32(r, "blob table crc");
+    if (!r->failed && len > r->len - r->pos)
+        kiln_rbuf_fail(r, "blob table length %u exceeds the section", len);
+    else if (!r->failed && crc != kiln_crc32c(0, base + 8, len))
+        kiln_rbuf_fail(r,
+                       "blob table checksum mismatch (stored 0x%08x, computed 0x%08x): the file "
+                       "is damaged",
+                       crc, kiln_crc32c(0, base + 8, len));
+    if (r->failed) return kiln_rbuf_status(r);
+    uint32_t n = kiln_rbuf_count(r, "blob count", 32);
+    if (!r->failed && n > 64) kiln_rbuf_fail(r, "%u blobs, at most 64", n);
+    if (r->failed) return kiln_rbuf_status(r);
+    if (n && !(m->blobs = kiln_calloc(n, sizeof *m->blobs)))
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    uint64_t prev_end = 0;
+    for (uint32_t i = 0; i < n && !r->failed; i++) {
+        kiln_blob *b = &m->blobs[i];
+        m->n_blobs++;
+        b->backend = (int)kiln_rbuf_u32(r, "blob backend");
+        b->methods_crc = kiln_rbuf_u32(r, "blob methods checksum");
+        b->weights_crc = kiln_rbuf_u32(r, "blob weights checksum");
+        uint32_t np = kiln_rbuf_u32(r, "blob property count");
+        if (!r->failed && np > KILN_MAX_BLOB_PROPS)
+            kiln_rbuf_fail(r, "blob %u has %u properties, at most %d", i, np, KILN_MAX_BLOB_PROPS);
+        for (uint32_t k = 0; k < np && !r->failed; k++) {
+            b->prop_key[k] = kiln_rbuf_strdup(r, "blob property", MAX_NAME);
+            b->prop_val[k] = kiln_rbuf_strdup(r, "blob property value", MAX_NAME);
+            b->n_props = (int)k + (b->prop_val[k] ? 1 : 0);
+            if (!b->prop_val[k] && b->prop_key[k]) {
+                kiln_free(b->prop_key[k]);
+                b->prop_key[k] = NULL;
+            }
+        }
+        uint64_t off = kiln_rbuf_u64(r, "blob offset");
+        b->size = kiln_rbuf_u64(r, "blob size");
+        b->crc = kiln_rbuf_u32(r, "blob checksum");
+        if (r->failed) break;
+        if (off % KILN_WEIGHT_ALIGN || off < prev_end || off > size || b->size > size - off ||
+            !b->size)
+            kiln_rbuf_fail(r,
+                           "blob %u: offset %llu + size %llu is misaligned, empty, overlaps the "
+                           "one before or exceeds the section's %llu bytes",
+                           i, (unsigned long long)off, (unsigned long long)b->size,
+                           (unsigned long long)size);
+        else
+            b->data = base + off;
+        prev_end = off + b->size;
+    }
+    if (!r->failed && r->pos != (size_t)len + 8)
+        kiln_rbuf_fail(r, "the blob table is %zu bytes, its length field says %u", r->pos - 8, len);
+    if (!r->failed && n && r->pos > (size_t)(m->blobs[0].data - base))
+        kiln_rbuf_fail(r, "the blob table (%zu bytes) runs into blob 0", r->pos);
+    if (!r->failed) r->pos = r->len; /* the payloads follow the table */
     return kiln_rbuf_status(r);
 }
 
@@ -306,7 +415,7 @@ kiln_status kiln_program_parse(const uint8_t *data, uint64_t size, const char *p
         return fail(path, "header field table_offset %llu with %u sections lies outside the file",
                     (unsigned long long)table, nsec);
 
-    const kiln_section *by_kind[KILN_SEC_WEIGHTS + 1] = {0};
+    const kiln_section *by_kind[KILN_SEC_BLOBS + 1] = {0};
     for (uint32_t i = 0; i < nsec; i++) {
         const uint8_t *e = data + table + (uint64_t)i * KILN_SECTION_ENTRY_SIZE;
         kiln_section *s = &sec[i];
@@ -319,16 +428,18 @@ kiln_status kiln_program_parse(const uint8_t *data, uint64_t size, const char *p
         char field[64];
         snprintf(field, sizeof field, "section %u", i);
         if (s->flags != 0) return fail(path, "%s: flags 0x%x, expected 0", field, s->flags);
-        if (s->kind < KILN_SEC_META || s->kind > KILN_SEC_WEIGHTS)
+        if (s->kind < KILN_SEC_META || s->kind > KILN_SEC_BLOBS)
             return fail(path, "%s has unknown kind %u", field, s->kind);
         if (by_kind[s->kind])
             return fail(path, "%s: a second '%s' section", field, kiln_section_name(s->kind));
         if (s->align == 0 || (s->align & (s->align - 1)) || s->align > 4096 || s->offset % s->align)
             return fail(path, "%s: offset %llu does not meet its alignment %u", field,
                         (unsigned long long)s->offset, s->align);
-        if (s->kind == KILN_SEC_WEIGHTS && s->offset % KILN_WEIGHT_ALIGN)
-            return fail(path, "%s: weights offset %llu is not %d-byte aligned", field,
-                        (unsigned long long)s->offset, KILN_WEIGHT_ALIGN);
+        if ((s->kind == KILN_SEC_WEIGHTS || s->kind == KILN_SEC_BLOBS) &&
+            s->offset % KILN_WEIGHT_ALIGN)
+            return fail(path, "%s: %s offset %llu is not %d-byte aligned", field,
+                        kiln_section_name(s->kind), (unsigned long long)s->offset,
+                        KILN_WEIGHT_ALIGN);
         if (s->offset < table + (uint64_t)nsec * KILN_SECTION_ENTRY_SIZE || s->offset > size ||
             s->size > size - s->offset)
             return fail(path,
@@ -341,9 +452,12 @@ kiln_status kiln_program_parse(const uint8_t *data, uint64_t size, const char *p
         by_kind[s->kind] = s;
         *n_sections = (int)i + 1;
     }
-    for (uint32_t k = KILN_SEC_META; k <= KILN_SEC_WEIGHTS; k++)
+    for (uint32_t k = KILN_SEC_META; k <= KILN_SEC_BLOBS; k++)
         if (!by_kind[k]) return fail(path, "the '%s' section is missing", kiln_section_name(k));
-    for (uint32_t k = KILN_SEC_META; k < KILN_SEC_WEIGHTS; k++) { /* weights: info --verify */
+    for (uint32_t k = KILN_SEC_META; k <= KILN_SEC_BLOBS; k++) {
+        /* weights: info --verify; blobs: the table's own checksum here, each
+         * payload's when its backend loads it */
+        if (k == KILN_SEC_WEIGHTS || k == KILN_SEC_BLOBS) continue;
         const kiln_section *s = by_kind[k];
         uint32_t c = kiln_crc32c(0, data + s->offset, (size_t)s->size);
         if (c != s->crc)
@@ -372,6 +486,8 @@ kiln_status kiln_program_parse(const uint8_t *data, uint64_t size, const char *p
     SECTION(KILN_SEC_METHODS, parse_methods(&r, m));
     SECTION(KILN_SEC_CONSTS, parse_consts(&r, m, data + by_kind[KILN_SEC_WEIGHTS]->offset,
                                           by_kind[KILN_SEC_WEIGHTS]->size));
+    SECTION(KILN_SEC_BLOBS, parse_blobs(&r, m, data + by_kind[KILN_SEC_BLOBS]->offset,
+                                        by_kind[KILN_SEC_BLOBS]->size));
 #undef SECTION
     const kiln_section *t = by_kind[KILN_SEC_TOKENIZER];
     if (t->size) {

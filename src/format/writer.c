@@ -19,6 +19,8 @@ const char *kiln_section_name(uint32_t kind) {
         return "methods";
     case KILN_SEC_CONSTS:
         return "consts";
+    case KILN_SEC_BLOBS:
+        return "blobs";
     case KILN_SEC_WEIGHTS:
         return "weights";
     }
@@ -118,7 +120,63 @@ static void write_methods(const kiln_module *m, kiln_wbuf *b) {
         kiln_wbuf_u32(b, (uint32_t)g->n_outputs);
         for (int i = 0; i < g->n_outputs; i++)
             kiln_wbuf_i32(b, g->outputs[i]);
+        kiln_wbuf_u32(b, (uint32_t)g->n_parts);
+        for (int i = 0; i < g->n_parts; i++) {
+            const kiln_partition *p = &g->parts[i];
+            kiln_wbuf_u32(b, (uint32_t)p->backend);
+            kiln_wbuf_u32(b, (uint32_t)p->first);
+            kiln_wbuf_u32(b, (uint32_t)p->n_nodes);
+            kiln_wbuf_u32(b, (uint32_t)p->n_in);
+            for (int j = 0; j < p->n_in; j++)
+                kiln_wbuf_i32(b, p->in[j]);
+            kiln_wbuf_u32(b, (uint32_t)p->n_out);
+            for (int j = 0; j < p->n_out; j++)
+                kiln_wbuf_i32(b, p->out[j]);
+            kiln_wbuf_i32(b, p->blob);
+            kiln_wbuf_str(b, p->graph ? p->graph : "");
+        }
     }
+}
+
+/* The blob table (FORMAT.md 7.6), each payload's offset from the section's
+ * start 64-byte aligned after it, behind the table's length and CRC-32C; returns the
+ * section's size. The program's methods and weights checksums are recorded
+ * with each blob, and the payload's own checksum. */
+#define N_SECTIONS 7
+
+static uint64_t write_blob_table(const kiln_module *m, kiln_wbuf *b, uint32_t methods_crc,
+                                 uint32_t weights_crc) {
+    uint64_t table = 0, end = 0;
+    for (int pass = 0; pass < 2; pass++) { /* the first pass measures the table */
+        uint64_t off = kiln_align_up(table, KILN_WEIGHT_ALIGN);
+        b->len = 0;
+        kiln_wbuf_u32(b, 0); /* the table's length and checksum, filled in below */
+        kiln_wbuf_u32(b, 0);
+        kiln_wbuf_u32(b, (uint32_t)m->n_blobs);
+        for (int i = 0; i < m->n_blobs; i++) {
+            const kiln_blob *bl = &m->blobs[i];
+            kiln_wbuf_u32(b, (uint32_t)bl->backend);
+            kiln_wbuf_u32(b, methods_crc);
+            kiln_wbuf_u32(b, weights_crc);
+            kiln_wbuf_u32(b, (uint32_t)bl->n_props);
+            for (int k = 0; k < bl->n_props; k++) {
+                kiln_wbuf_str(b, bl->prop_key[k]);
+                kiln_wbuf_str(b, bl->prop_val[k]);
+            }
+            kiln_wbuf_u64(b, off);
+            kiln_wbuf_u64(b, bl->size);
+            kiln_wbuf_u32(b, kiln_crc32c(0, bl->data, (size_t)bl->size));
+            end = off + bl->size;
+            off = kiln_align_up(end, KILN_WEIGHT_ALIGN);
+        }
+        table = b->len;
+    }
+    if (!b->failed) {
+        uint32_t len = (uint32_t)(b->len - 8), crc = kiln_crc32c(0, b->data + 8, len);
+        memcpy(b->data, &len, 4);
+        memcpy(b->data + 4, &crc, 4);
+    }
+    return m->n_blobs ? end : table;
 }
 
 /* The constant table; assigns each constant its offset in the weights
@@ -138,6 +196,20 @@ static uint64_t write_consts(const kiln_module *m, kiln_wbuf *b, uint64_t *offse
         off += c->nbytes;
     }
     return off;
+}
+
+/* Where blob i's payload starts and ends in the blobs section, as
+ * write_blob_table laid them out (the table first, each payload 64-byte
+ * aligned after it). */
+static uint64_t blob_start(const kiln_module *m, const kiln_wbuf *table, int i) {
+    uint64_t off = kiln_align_up(table->len, KILN_WEIGHT_ALIGN);
+    for (int k = 0; k < i; k++)
+        off = kiln_align_up(off + m->blobs[k].size, KILN_WEIGHT_ALIGN);
+    return off;
+}
+
+static uint64_t blob_end(const kiln_module *m, const kiln_wbuf *table, int i) {
+    return blob_start(m, table, i) + m->blobs[i].size;
 }
 
 typedef struct {
@@ -163,7 +235,7 @@ kiln_status kiln_program_write_to(const kiln_module *m, FILE *f, const char *pat
                                   int (*progress)(void *, const char *, uint64_t, uint64_t),
                                   void *user) {
     kiln_status st = KILN_OK;
-    kiln_wbuf bufs[5];
+    kiln_wbuf bufs[5], blob_tab = {0};
     memset(bufs, 0, sizeof bufs);
     uint64_t *offsets = kiln_calloc((size_t)m->n_consts + 1, sizeof *offsets);
     if (!offsets) return kiln_error(KILN_ERR_NOMEM, "out of memory writing '%s'", path);
@@ -181,9 +253,10 @@ kiln_status kiln_program_write_to(const kiln_module *m, FILE *f, const char *pat
             goto done;
         }
 
-    /* Layout: header, table, the five small sections (8-aligned), weights. */
-    kiln_section sec[6];
-    uint64_t pos = KILN_HEADER_SIZE + 6 * KILN_SECTION_ENTRY_SIZE;
+    /* Layout: header, table, the five small sections (8-aligned), weights,
+     * blobs (both 64-aligned). */
+    kiln_section sec[N_SECTIONS];
+    uint64_t pos = KILN_HEADER_SIZE + N_SECTIONS * KILN_SECTION_ENTRY_SIZE;
     for (int i = 0; i < 5; i++) {
         pos = kiln_align_up(pos, 8);
         sec[i] = (kiln_section){
@@ -199,7 +272,21 @@ kiln_status kiln_program_write_to(const kiln_module *m, FILE *f, const char *pat
         wcrc = kiln_crc32c(wcrc, m->consts[i].data, (size_t)m->consts[i].nbytes);
     }
     sec[5] = (kiln_section){KILN_SEC_WEIGHTS, KILN_WEIGHT_ALIGN, pos, weights_size, wcrc, 0};
-    uint64_t file_size = pos + weights_size;
+    pos = kiln_align_up(pos + weights_size, KILN_WEIGHT_ALIGN);
+    uint64_t blobs_size = write_blob_table(m, &blob_tab, sec[3].crc, wcrc);
+    if (blob_tab.failed) {
+        st = kiln_error(KILN_ERR_NOMEM, "out of memory writing '%s'", path);
+        goto done;
+    }
+    uint32_t bcrc = kiln_crc32c(0, blob_tab.data, blob_tab.len);
+    for (int i = 0; i < m->n_blobs; i++) { /* padding included, as written */
+        static const uint8_t zeros[KILN_WEIGHT_ALIGN];
+        uint64_t start = i ? blob_end(m, &blob_tab, i - 1) : blob_tab.len;
+        bcrc = kiln_crc32c(bcrc, zeros, (size_t)(blob_start(m, &blob_tab, i) - start));
+        bcrc = kiln_crc32c(bcrc, m->blobs[i].data, (size_t)m->blobs[i].size);
+    }
+    sec[6] = (kiln_section){KILN_SEC_BLOBS, KILN_WEIGHT_ALIGN, pos, blobs_size, bcrc, 0};
+    uint64_t file_size = pos + blobs_size;
 
     uint8_t hdr[KILN_HEADER_SIZE];
     memset(hdr, 0, sizeof hdr);
@@ -209,7 +296,7 @@ kiln_status kiln_program_write_to(const kiln_module *m, FILE *f, const char *pat
     u32 = KILN_HEADER_SIZE;
     memcpy(hdr + KILN_HDR_HEADER_SIZE, &u32, 4);
     memcpy(hdr + KILN_HDR_FILE_SIZE, &file_size, 8);
-    u32 = 6;
+    u32 = N_SECTIONS;
     memcpy(hdr + KILN_HDR_N_SECTIONS, &u32, 4);
     uint64_t table = KILN_HEADER_SIZE;
     memcpy(hdr + KILN_HDR_TABLE_OFFSET, &table, 8);
@@ -218,7 +305,7 @@ kiln_status kiln_program_write_to(const kiln_module *m, FILE *f, const char *pat
     memcpy(hdr + KILN_HDR_CRC, &u32, 4);
 
     kiln_wbuf tab = {0};
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < N_SECTIONS; i++) {
         kiln_wbuf_u32(&tab, sec[i].kind);
         kiln_wbuf_u32(&tab, sec[i].align);
         kiln_wbuf_u64(&tab, sec[i].offset);
@@ -256,12 +343,19 @@ kiln_status kiln_program_write_to(const kiln_module *m, FILE *f, const char *pat
                 st = kiln_error(KILN_ERR_CANCELLED, "cancelled while writing '%s'", path);
         }
     }
+    if (!st) st = out_pad(&o, KILN_WEIGHT_ALIGN);
+    if (!st) st = out_write(&o, blob_tab.data, blob_tab.len);
+    for (int i = 0; i < m->n_blobs && !st; i++) {
+        st = out_pad(&o, KILN_WEIGHT_ALIGN);
+        if (!st) st = out_write(&o, m->blobs[i].data, (size_t)m->blobs[i].size);
+    }
     if (!st && o.pos != file_size)
         st = kiln_error(KILN_ERR_IO, "wrote %llu bytes to '%s', planned %llu",
                         (unsigned long long)o.pos, path, (unsigned long long)file_size);
 done:
     for (int i = 0; i < 5; i++)
         kiln_wbuf_free(&bufs[i]);
+    kiln_wbuf_free(&blob_tab);
     kiln_free(offsets);
     return st;
 }

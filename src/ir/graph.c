@@ -50,6 +50,9 @@ void kiln_graph_free(kiln_graph *g) {
         kiln_free(g->values[i].name);
     for (int i = 0; i < g->n_nodes; i++)
         kiln_free(g->nodes[i].name);
+    for (int i = 0; i < g->n_parts; i++)
+        kiln_partition_clear(&g->parts[i]);
+    kiln_free(g->parts);
     kiln_free(g->values);
     kiln_free(g->nodes);
     kiln_free(g->inputs);
@@ -72,6 +75,7 @@ void kiln_module_free(kiln_module *m) {
         kiln_graph_free(&m->methods[i]);
     for (int i = 0; i < m->n_backends; i++)
         kiln_free(m->backends[i]);
+    kiln_module_drop_blobs(m);
     kiln_free(m->meta);
     kiln_free(m->consts);
     kiln_free(m->states);
@@ -433,4 +437,148 @@ kiln_status kiln_graph_output(kiln_graph *g, int value) {
     if (append_index(&g->outputs, &g->n_outputs, value))
         return kiln_error(KILN_ERR_NOMEM, "out of memory");
     return KILN_OK;
+}
+
+/* ---- partitions and blobs ------------------------------------------------------- */
+
+void kiln_partition_clear(kiln_partition *p) {
+    kiln_free(p->in);
+    kiln_free(p->out);
+    kiln_free(p->graph);
+    memset(p, 0, sizeof *p);
+    p->blob = -1;
+}
+
+kiln_status kiln_graph_boundary(const kiln_graph *g, int first, int n, int32_t **in, int *n_in,
+                                int32_t **out, int *n_out) {
+    *in = *out = NULL;
+    *n_in = *n_out = 0;
+    /* per value: 1 = read inside from outside, 2 = made inside and read after or an output */
+    uint8_t *mark = kiln_calloc((size_t)g->n_values + 1, 1);
+    uint8_t *made = kiln_calloc((size_t)g->n_values + 1, 1);
+    if (!mark || !made) {
+        kiln_free(mark);
+        kiln_free(made);
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    }
+    for (int i = first; i < first + n; i++) {
+        const kiln_node *nd = &g->nodes[i];
+        for (int j = 0; j < nd->n_in; j++) {
+            int v = nd->in[j];
+            if (!made[v] && g->values[v].kind != KILN_VAL_CONST) mark[v] |= 1;
+        }
+        made[nd->out] = 1;
+        if (g->values[nd->out].kind == KILN_VAL_VIEW) mark[nd->out] |= 2; /* writes a state */
+    }
+    for (int i = first + n; i < g->n_nodes; i++)
+        for (int j = 0; j < g->nodes[i].n_in; j++)
+            if (made[g->nodes[i].in[j]]) mark[g->nodes[i].in[j]] |= 2;
+    for (int i = 0; i < g->n_outputs; i++)
+        if (made[g->outputs[i]]) mark[g->outputs[i]] |= 2;
+    int ni = 0, no = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        ni += mark[v] & 1;
+        no += (mark[v] & 2) != 0;
+    }
+    kiln_status st = KILN_OK;
+    if ((ni && !(*in = kiln_malloc(sizeof(int32_t) * (size_t)ni))) ||
+        (no && !(*out = kiln_malloc(sizeof(int32_t) * (size_t)no)))) {
+        kiln_free(*in);
+        *in = NULL;
+        st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+    }
+    for (int v = 0; !st && v < g->n_values; v++) {
+        if (mark[v] & 1) (*in)[(*n_in)++] = v;
+        if (mark[v] & 2) (*out)[(*n_out)++] = v;
+    }
+    kiln_free(mark);
+    kiln_free(made);
+    return st;
+}
+
+kiln_status kiln_graph_partition(kiln_graph *g) {
+    for (int i = 0; i < g->n_parts; i++)
+        kiln_partition_clear(&g->parts[i]);
+    kiln_free(g->parts);
+    g->parts = NULL;
+    g->n_parts = 0;
+    int runs = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        runs += !i || g->nodes[i].backend != g->nodes[i - 1].backend;
+    if (runs && !(g->parts = kiln_calloc((size_t)runs, sizeof *g->parts)))
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_nodes;) {
+        int j = i + 1;
+        while (j < g->n_nodes && g->nodes[j].backend == g->nodes[i].backend)
+            j++;
+        kiln_partition *p = &g->parts[g->n_parts++];
+        p->backend = g->nodes[i].backend;
+        p->first = i;
+        p->n_nodes = j - i;
+        p->blob = -1;
+        kiln_status st = kiln_graph_boundary(g, i, j - i, &p->in, &p->n_in, &p->out, &p->n_out);
+        if (st) return st;
+        i = j;
+    }
+    return KILN_OK;
+}
+
+void kiln_module_drop_blobs(kiln_module *m) {
+    for (int i = 0; i < m->n_blobs; i++) {
+        kiln_blob *b = &m->blobs[i];
+        kiln_free(b->owned);
+        for (int k = 0; k < b->n_props; k++) {
+            kiln_free(b->prop_key[k]);
+            kiln_free(b->prop_val[k]);
+        }
+    }
+    kiln_free(m->blobs);
+    m->blobs = NULL;
+    m->n_blobs = 0;
+    for (int k = 0; k < m->n_methods; k++)
+        for (int j = 0; j < m->methods[k].n_parts; j++) {
+            kiln_partition *p = &m->methods[k].parts[j];
+            p->blob = -1;
+            kiln_free(p->graph);
+            p->graph = NULL;
+        }
+}
+
+kiln_status kiln_module_add_blob(kiln_module *m, int backend, void *data, uint64_t size,
+                                 int *index) {
+    kiln_blob *nb = kiln_realloc(m->blobs, sizeof *nb * (size_t)(m->n_blobs + 1));
+    if (!nb) {
+        kiln_free(data);
+        return kiln_error(KILN_ERR_NOMEM, "out of memory adding a blob");
+    }
+    m->blobs = nb;
+    kiln_blob *b = &nb[m->n_blobs];
+    memset(b, 0, sizeof *b);
+    b->backend = backend;
+    b->data = data;
+    b->owned = data;
+    b->size = size;
+    *index = m->n_blobs++;
+    return KILN_OK;
+}
+
+kiln_status kiln_blob_set_prop(kiln_blob *b, const char *key, const char *value) {
+    if (b->n_props == KILN_MAX_BLOB_PROPS)
+        return kiln_error(KILN_ERR_INVALID_ARG, "a blob has at most %d properties",
+                          KILN_MAX_BLOB_PROPS);
+    char *k = kiln_strdup(key), *v = kiln_strdup(value);
+    if (!k || !v) {
+        kiln_free(k);
+        kiln_free(v);
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    }
+    b->prop_key[b->n_props] = k;
+    b->prop_val[b->n_props++] = v;
+    return KILN_OK;
+}
+
+const char *kiln_blob_prop(const kiln_blob *b, const char *key) {
+    for (int i = 0; i < b->n_props; i++)
+        if (!strcmp(b->prop_key[i], key)) return b->prop_val[i];
+    return NULL;
 }

@@ -53,6 +53,22 @@ typedef struct kiln_node {
     int backend; /* index into the module's backend list */
 } kiln_node;
 
+/* A partition: a maximal run of consecutive nodes of one method on one
+ * backend, stored in the program. Its boundary inputs are the values its
+ * nodes read that come from outside it (method inputs, states, earlier
+ * nodes; constants are not listed: a delegate has them in its blob); its
+ * boundary outputs are the values its nodes make that a later node or the
+ * method's outputs read, and the state views it writes. A delegate's blob
+ * knows the partition by `graph`. */
+typedef struct kiln_partition {
+    int backend;        /* index into the module's backend list */
+    int first, n_nodes; /* nodes [first, first + n_nodes) */
+    int n_in, n_out;
+    int32_t *in, *out; /* value indices, ascending */
+    int blob;          /* index into the module's blobs, or -1 */
+    char *graph;       /* the blob's name for it; NULL when there is no blob */
+} kiln_partition;
+
 typedef struct kiln_graph {
     char *name;
     int max_tokens; /* the largest token count a call may bind */
@@ -62,6 +78,8 @@ typedef struct kiln_graph {
     int32_t *inputs, *outputs; /* value indices */
     uint64_t arena_bytes;      /* activations + scratch, planned */
     uint64_t scratch_offset;   /* node scratch lives at [scratch_offset, arena_bytes) */
+    int n_parts;               /* every node lies in exactly one, in order */
+    kiln_partition *parts;
     int cap_values, cap_nodes; /* builder capacity */
 } kiln_graph;
 
@@ -107,13 +125,30 @@ typedef struct kiln_meta {
     char **sa;
 } kiln_meta;
 
+/* What a backend's prepare made for the program (a delegate's compiled
+ * graphs: QNN's context binary), stored in the blobs section. The program's
+ * methods and weights checksums are recorded beside it when it is written,
+ * and compared when it is loaded: a blob never runs with another program. */
+#define KILN_MAX_BLOB_PROPS 16
+typedef struct kiln_blob {
+    int backend;
+    const uint8_t *data; /* borrowed (the program's map) or `owned` */
+    uint64_t size;
+    void *owned;
+    uint32_t methods_crc, weights_crc; /* read from the file; the writer fills its own */
+    uint32_t crc;                      /* of the payload: read from the file, checked at load */
+    int n_props;                       /* what it was prepared for: "soc" = "SM8650" ... */
+    char *prop_key[KILN_MAX_BLOB_PROPS], *prop_val[KILN_MAX_BLOB_PROPS];
+} kiln_blob;
+
 typedef struct kiln_module {
-    int n_meta, n_consts, n_states, n_methods, n_backends;
+    int n_meta, n_consts, n_states, n_methods, n_backends, n_blobs;
     kiln_meta *meta;
     kiln_const *consts;
     kiln_state *states;
     kiln_graph *methods;
-    char **backends;    /* names; node.backend indexes this */
+    char **backends; /* names; node.backend indexes this */
+    kiln_blob *blobs;
     uint8_t *tokenizer; /* serialized tokenizer (see src/llm/tokenizer.c), owned */
     uint64_t tokenizer_len;
     int cap_meta, cap_consts, cap_states;
@@ -147,6 +182,22 @@ int kiln_module_find_state(const kiln_module *m, const char *name);
 /* Adds an empty method graph; returns it or NULL (error set). */
 kiln_graph *kiln_module_add_method(kiln_module *m, const char *name, int max_tokens);
 void kiln_graph_free(kiln_graph *g);
+
+/* Replaces g's partitions with the maximal runs of nodes on one backend,
+ * their boundaries computed (no blobs). */
+kiln_status kiln_graph_partition(kiln_graph *g);
+/* The boundary of nodes [first, first + n): fills in/out (malloc'd, may be
+ * NULL when empty) as kiln_partition describes them. */
+kiln_status kiln_graph_boundary(const kiln_graph *g, int first, int n, int32_t **in, int *n_in,
+                                int32_t **out, int *n_out);
+void kiln_partition_clear(kiln_partition *p);
+/* Adds a blob (taking `data`, malloc'd); *index receives its index. */
+kiln_status kiln_module_add_blob(kiln_module *m, int backend, void *data, uint64_t size,
+                                 int *index);
+/* Frees every blob; partitions then name none. */
+void kiln_module_drop_blobs(kiln_module *m);
+kiln_status kiln_blob_set_prop(kiln_blob *b, const char *key, const char *value);
+const char *kiln_blob_prop(const kiln_blob *b, const char *key);
 
 /* Graph builders return a value index, or -1 with the error set. */
 int kiln_graph_input(kiln_graph *g, const char *name, kiln_dtype dtype, int ndim, const int64_t *ne,

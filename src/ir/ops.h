@@ -77,4 +77,12 @@ int kiln_op_from_name(const char *name); /* -1 when unknown */
 double kiln_op_bytes(const kiln_node *n, const kiln_tensor *const *in, const kiln_tensor *out);
 uint64_t kiln_tensor_bytes(const kiln_tensor *t);
 
+/* The input of a node that is a weight matrix (matmul, logits: 1;
+ * get_rows: 0), or -1. */
+static inline int kiln_node_weight_slot(const kiln_node *n) {
+    return n->op == KILN_OP_GET_ROWS                              ? 0
+           : (n->op == KILN_OP_MATMUL || n->op == KILN_OP_LOGITS) ? 1
+                                                                  : -1;
+}
+
 #endif /* KILN_OPS_H */

@@ -210,6 +210,59 @@ static kiln_status verify_graph(const kiln_module *m, const kiln_graph *g, int w
     return KILN_OK;
 }
 
+/* Boundary lists equal to what the nodes say. */
+static int same_list(const int32_t *a, int na, const int32_t *b, int nb) {
+    return na == nb && (!na || !memcmp(a, b, sizeof *a * (size_t)na));
+}
+
+/* The partitions: maximal runs of one backend covering the nodes in order,
+ * each with its true boundary and a blob of its own backend, if any. */
+static kiln_status verify_partitions(const kiln_module *m, const kiln_graph *g) {
+    int next = 0;
+    for (int k = 0; k < g->n_parts; k++) {
+        const kiln_partition *p = &g->parts[k];
+        if (p->first != next || p->n_nodes < 1 || p->n_nodes > g->n_nodes - next)
+            VFAIL("method '%s': partition %d covers nodes [%d, %d), expected a run from node %d",
+                  g->name, k, p->first, p->first + p->n_nodes, next);
+        if (p->backend < 0 || p->backend >= m->n_backends)
+            VFAIL("method '%s': partition %d names backend %d of %d", g->name, k, p->backend,
+                  m->n_backends);
+        if (k && g->parts[k - 1].backend == p->backend)
+            VFAIL("method '%s': partitions %d and %d are both on '%s' (a partition is a maximal "
+                  "run)",
+                  g->name, k - 1, k, m->backends[p->backend]);
+        for (int i = p->first; i < p->first + p->n_nodes; i++)
+            if (g->nodes[i].backend != p->backend)
+                VFAIL("method '%s': node '%s' is on '%s', its partition %d on '%s'", g->name,
+                      g->nodes[i].name, m->backends[g->nodes[i].backend], k,
+                      m->backends[p->backend]);
+        int32_t *in, *out;
+        int n_in, n_out;
+        kiln_status st = kiln_graph_boundary(g, p->first, p->n_nodes, &in, &n_in, &out, &n_out);
+        if (st) return st;
+        int same = same_list(in, n_in, p->in, p->n_in) && same_list(out, n_out, p->out, p->n_out);
+        kiln_free(in);
+        kiln_free(out);
+        if (!same)
+            VFAIL("method '%s': partition %d's boundary (%d inputs, %d outputs) is not what its "
+                  "nodes read and make",
+                  g->name, k, p->n_in, p->n_out);
+        if (p->blob < -1 || p->blob >= m->n_blobs ||
+            (p->blob >= 0 && m->blobs[p->blob].backend != p->backend))
+            VFAIL("method '%s': partition %d names blob %d (the program has %d), or a blob of "
+                  "another backend",
+                  g->name, k, p->blob, m->n_blobs);
+        if ((p->blob >= 0) != (p->graph != NULL) ||
+            (p->graph && (!p->graph[0] || strlen(p->graph) >= KILN_NAME_MAX)))
+            VFAIL("method '%s': partition %d has %s blob but %s graph name", g->name, k,
+                  p->blob >= 0 ? "a" : "no", p->graph ? "a bad or unexpected" : "no");
+        next = p->first + p->n_nodes;
+    }
+    if (next != g->n_nodes)
+        VFAIL("method '%s': its partitions cover %d of its %d nodes", g->name, next, g->n_nodes);
+    return KILN_OK;
+}
+
 /* Names the reader will take back: non-empty, shorter than KILN_NAME_MAX. */
 static kiln_status check_name(const char *what, const char *name) {
     if (!name || !name[0] || strlen(name) >= KILN_NAME_MAX)
@@ -251,6 +304,15 @@ kiln_status kiln_module_verify(const kiln_module *m, int with_plan) {
         st = verify_graph(m, g, with_plan, scratch);
         kiln_free(scratch);
         if (st) return st;
+        if (with_plan && (st = verify_partitions(m, g))) return st;
+    }
+    for (int i = 0; i < m->n_blobs; i++) {
+        const kiln_blob *b = &m->blobs[i];
+        if (b->backend < 0 || b->backend >= m->n_backends || !b->size || !b->data)
+            VFAIL("blob %d: backend %d of %d, %llu bytes", i, b->backend, m->n_backends,
+                  (unsigned long long)b->size);
+        for (int k = 0; k < b->n_props; k++)
+            if ((st = check_name("blob property", b->prop_key[k]))) return st;
     }
     return KILN_OK;
 }

@@ -21,6 +21,10 @@ const char *kiln_program_path(const kiln_program *p);
 /* Bytes of the program file and the number of sections it holds. */
 uint64_t kiln_program_file_bytes(const kiln_program *p);
 int kiln_program_section_count(const kiln_program *p);
+/* Section i (0 <= i < the count): its name ("weights"), offset, size and
+ * stored CRC-32C; 0, or -1 when i is out of range. */
+int kiln_program_section(const kiln_program *p, int i, const char **name, uint64_t *offset,
+                         uint64_t *size, uint32_t *crc);
 
 /* Whether node n runs on ref standing in for the backend the compiler was
  * asked for (kiln info's and the debugger's fallback column). */

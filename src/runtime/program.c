@@ -44,9 +44,66 @@ static kiln_status force_backend(kiln_module *m, const char *path, const char *n
         kiln_free(m->backends[i]);
     m->backends[0] = s;
     m->n_backends = 1;
-    for (int k = 0; k < m->n_methods; k++)
+    for (int k = 0; k < m->n_methods; k++) {
         for (int i = 0; i < m->methods[k].n_nodes; i++)
             m->methods[k].nodes[i].backend = 0;
+        /* one partition per method; what other backends prepared is not used */
+        kiln_status st = kiln_graph_partition(&m->methods[k]);
+        if (st) return st;
+    }
+    for (int i = 0; i < m->n_blobs; i++)
+        m->blobs[i].backend = -1;
+    return KILN_OK;
+}
+
+/* A partition that uses blob i, for messages ("method 'prefill' partition 2"). */
+static void blob_user(const kiln_module *m, int i, char *buf, size_t cap) {
+    snprintf(buf, cap, "no partition");
+    for (int k = 0; k < m->n_methods; k++)
+        for (int j = 0; j < m->methods[k].n_parts; j++)
+            if (m->methods[k].parts[j].blob == i) {
+                snprintf(buf, cap, "method '%s' partition %d", m->methods[k].name, j);
+                return;
+            }
+}
+
+/* Each blob to its backend's load, after checking it belongs to this
+ * program (the methods and weights checksums it was written with). */
+static kiln_status load_blobs(kiln_program *p) {
+    const kiln_module *m = &p->mod;
+    uint32_t mcrc = 0, wcrc = 0;
+    for (int i = 0; i < p->n_sections; i++) {
+        if (p->sections[i].kind == KILN_SEC_METHODS) mcrc = p->sections[i].crc;
+        if (p->sections[i].kind == KILN_SEC_WEIGHTS) wcrc = p->sections[i].crc;
+    }
+    for (int i = 0; i < m->n_blobs; i++) {
+        const kiln_blob *b = &m->blobs[i];
+        if (b->backend < 0) continue; /* opened on one backend (kiln_open_options.backend) */
+        char who[KILN_NAME_MAX + 64];
+        blob_user(m, i, who, sizeof who);
+        const char *name = m->backends[b->backend];
+        if (b->methods_crc != mcrc || b->weights_crc != wcrc)
+            return kiln_error(KILN_ERR_FORMAT,
+                              "'%s': %s (backend %s): blob %d was prepared for another program "
+                              "(methods checksum 0x%08x, weights 0x%08x; this program's 0x%08x, "
+                              "0x%08x): recompile it",
+                              kiln_basename(p->path), who, name, i, b->methods_crc, b->weights_crc,
+                              mcrc, wcrc);
+        uint32_t crc = kiln_crc32c(0, b->data, (size_t)b->size);
+        if (crc != b->crc)
+            return kiln_error(KILN_ERR_FORMAT,
+                              "'%s': %s (backend %s): blob %d is damaged (checksum stored 0x%08x, "
+                              "computed 0x%08x)",
+                              kiln_basename(p->path), who, name, i, b->crc, crc);
+        const kiln_backend *be = p->backends[b->backend];
+        if (!be->load)
+            return kiln_error(KILN_ERR_FORMAT, "'%s': %s: backend %s takes no blob, blob %d is its",
+                              kiln_basename(p->path), who, name, i);
+        kiln_status st = be->load(p->backend_ctx[b->backend], m, b->backend, b);
+        if (st)
+            return kiln_error_wrap(st, "'%s': %s (backend %s), blob %d", kiln_basename(p->path),
+                                   who, name, i);
+    }
     return KILN_OK;
 }
 
@@ -96,6 +153,7 @@ kiln_status kiln_program_open_with(const char *path, const kiln_open_options *op
         p->fallback[i] = b == kiln_backend_ref() && req && req->type == KILN_META_STR &&
                          !list_names(req->s, "ref") && !options->backend;
     }
+    if ((st = load_blobs(p))) goto fail;
     for (int k = 0; k < p->mod.n_methods; k++) {
         const kiln_graph *g = &p->mod.methods[k];
         p->input_offset[k] = p->input_block_bytes;
@@ -254,6 +312,16 @@ uint64_t kiln_program_file_bytes(const kiln_program *p) {
 }
 int kiln_program_section_count(const kiln_program *p) {
     return p->n_sections;
+}
+
+int kiln_program_section(const kiln_program *p, int i, const char **name, uint64_t *offset,
+                         uint64_t *size, uint32_t *crc) {
+    if (i < 0 || i >= p->n_sections) return -1;
+    *name = kiln_section_name(p->sections[i].kind);
+    *offset = p->sections[i].offset;
+    *size = p->sections[i].size;
+    *crc = p->sections[i].crc;
+    return 0;
 }
 
 void kiln_program_backends_used(const kiln_program *p, int method, char *buf, size_t cap) {

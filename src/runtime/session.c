@@ -135,6 +135,79 @@ mismatch:
                       data ? "" : " with no data");
 }
 
+/* The actual shape of node i's output from its inputs'. */
+static kiln_status node_shape(const kiln_graph *g, kiln_tensor *vals, int i) {
+    const kiln_node *n = &g->nodes[i];
+    const kiln_op_info *info = kiln_op_get(n->op);
+    const kiln_tensor *in[KILN_MAX_INPUTS];
+    for (int j = 0; j < n->n_in; j++)
+        in[j] = &vals[n->in[j]];
+    kiln_tensor shape = vals[n->out];
+    char err[400];
+    if (info->shape(n, in, &shape, err, sizeof err))
+        return kiln_error(KILN_ERR_INVALID_ARG, "method '%s', node '%s' (%s): %s", g->name, n->name,
+                          info->name, err);
+    memcpy(vals[n->out].ne, shape.ne, sizeof shape.ne);
+    return KILN_OK;
+}
+
+/* Node i of partition `part`, on its backend's exec, between the observer's
+ * two looks and with its trace event. */
+static kiln_status run_node(kiln_session *s, int method, int part, int i) {
+    const kiln_program *p = s->prog;
+    const kiln_graph *g = &p->mod.methods[method];
+    kiln_tensor *vals = s->vals[method];
+    const kiln_node *n = &g->nodes[i];
+    kiln_status st = node_shape(g, vals, i);
+    if (st) return st;
+    const kiln_tensor *in[KILN_MAX_INPUTS];
+    for (int j = 0; j < n->n_in; j++)
+        in[j] = &vals[n->in[j]];
+    kiln_tensor *out = &vals[n->out];
+    if (s->observer && s->observer(s->observer_user, method, i, in, out, 0))
+        return kiln_error(KILN_ERR_CANCELLED, "method '%s': stopped before node '%s'", g->name,
+                          n->name);
+    struct kiln_trace *tr = s->trace;
+    uint64_t t0 = tr ? kiln_trace_now(tr) : 0;
+    st = p->backends[n->backend]->exec(p->backend_ctx[n->backend], n, in, out,
+                                       s->arena + g->scratch_offset,
+                                       g->arena_bytes - g->scratch_offset);
+    if (tr) kiln_trace_node(tr, p, method, part, i, n, in, out, t0, kiln_trace_now(tr));
+    if (st)
+        return kiln_error_wrap(st, "method '%s', node '%s' (%s on %s)", g->name, n->name,
+                               kiln_op_get(n->op)->name, p->mod.backends[n->backend]);
+    if (s->observer && s->observer(s->observer_user, method, i, in, out, 1))
+        return kiln_error(KILN_ERR_CANCELLED, "method '%s': stopped after node '%s'", g->name,
+                          n->name);
+    return KILN_OK;
+}
+
+/* One partition: a delegate's execute runs it whole (every node's shape
+ * worked out first, so its outputs' shapes are known); the others run it
+ * node by node. */
+static kiln_status run_partition(kiln_session *s, int method, int part) {
+    const kiln_program *p = s->prog;
+    const kiln_graph *g = &p->mod.methods[method];
+    const kiln_partition *pt = &g->parts[part];
+    const kiln_backend *b = p->backends[pt->backend];
+    kiln_status st = KILN_OK;
+    if (!b->execute) {
+        for (int i = pt->first; i < pt->first + pt->n_nodes && !st; i++)
+            st = run_node(s, method, part, i);
+        return st;
+    }
+    for (int i = pt->first; i < pt->first + pt->n_nodes && !st; i++)
+        st = node_shape(g, s->vals[method], i);
+    if (!st)
+        st = b->execute(p->backend_ctx[pt->backend], g, pt, s->vals[method],
+                        s->arena + g->scratch_offset, g->arena_bytes - g->scratch_offset);
+    if (st)
+        return kiln_error_wrap(st, "method '%s', partition %d (nodes %d..%d on %s)", g->name, part,
+                               pt->first, pt->first + pt->n_nodes - 1,
+                               p->mod.backends[pt->backend]);
+    return KILN_OK;
+}
+
 kiln_status kiln_session_execute(kiln_session *s, int method) {
     const kiln_graph *g = get_method(s, method);
     if (!g) return KILN_ERR_INVALID_ARG;
@@ -166,42 +239,16 @@ kiln_status kiln_session_execute(kiln_session *s, int method) {
         kiln_trace_call_begin(tr);
         call_t0 = kiln_trace_now(tr);
     }
-    uint8_t *scratch = s->arena + g->scratch_offset;
-    uint64_t scratch_bytes = g->arena_bytes - g->scratch_offset;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const kiln_node *n = &g->nodes[i];
-        const kiln_op_info *info = kiln_op_get(n->op);
-        const kiln_tensor *in[KILN_MAX_INPUTS];
-        for (int j = 0; j < n->n_in; j++)
-            in[j] = &vals[n->in[j]];
-        kiln_tensor *out = &vals[n->out];
-        kiln_tensor shape = *out;
-        char err[400];
-        if (info->shape(n, in, &shape, err, sizeof err)) {
-            if (tr) kiln_trace_method(tr, method, T, call_t0, kiln_trace_now(tr), 0);
-            return kiln_error(KILN_ERR_INVALID_ARG, "method '%s', node '%s' (%s): %s", g->name,
-                              n->name, info->name, err);
-        }
-        memcpy(out->ne, shape.ne, sizeof shape.ne);
-        if (s->observer && s->observer(s->observer_user, method, i, in, out, 0)) {
-            if (tr) kiln_trace_method(tr, method, T, call_t0, kiln_trace_now(tr), 0);
-            return kiln_error(KILN_ERR_CANCELLED, "method '%s': stopped before node '%s'", g->name,
-                              n->name);
-        }
+    kiln_status st = KILN_OK;
+    for (int k = 0; k < g->n_parts && !st; k++) {
+        const kiln_partition *pt = &g->parts[k];
         uint64_t t0 = tr ? kiln_trace_now(tr) : 0;
-        kiln_status st = p->backends[n->backend]->exec(p->backend_ctx[n->backend], n, in, out,
-                                                       scratch, scratch_bytes);
-        if (tr) kiln_trace_node(tr, p, method, i, n, in, out, t0, kiln_trace_now(tr));
-        if (!st && s->observer && s->observer(s->observer_user, method, i, in, out, 1)) {
-            if (tr) kiln_trace_method(tr, method, T, call_t0, kiln_trace_now(tr), 0);
-            return kiln_error(KILN_ERR_CANCELLED, "method '%s': stopped after node '%s'", g->name,
-                              n->name);
-        }
-        if (st) {
-            if (tr) kiln_trace_method(tr, method, T, call_t0, kiln_trace_now(tr), 0);
-            return kiln_error_wrap(st, "method '%s', node '%s' (%s on %s)", g->name, n->name,
-                                   info->name, p->mod.backends[n->backend]);
-        }
+        st = run_partition(s, method, k);
+        if (tr) kiln_trace_partition(tr, p, method, k, pt, t0, kiln_trace_now(tr));
+    }
+    if (st) {
+        if (tr) kiln_trace_method(tr, method, T, call_t0, kiln_trace_now(tr), 0);
+        return st;
     }
     if (tr) kiln_trace_method(tr, method, T, call_t0, kiln_trace_now(tr), 1);
     s->last_method = method;

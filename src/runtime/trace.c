@@ -1,9 +1,10 @@
 /* trace.c: profile recording (kiln_trace.h) and the trace file
  * (docs/TRACE.md). The executor (session.c) calls kiln_trace_node for each
- * node and kiln_trace_method when a call ends; both append fixed-size
- * records. Partitions are derived when a call ends: each maximal run of
- * consecutive nodes on one backend is one partition event spanning its
- * nodes. Everything textual is produced by kiln_trace_write. */
+ * node it runs one by one, kiln_trace_partition for each of the program's
+ * partitions it ran, and kiln_trace_method when a call ends; all append
+ * fixed-size records (partitions are held until the call ends, so a call's
+ * events stay in the order nodes, partitions, method). Everything textual
+ * is produced by kiln_trace_write. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -46,8 +47,9 @@ struct kiln_trace {
     uint64_t origin;
     trace_block *head, *tail;
     int64_t n_events, n_calls;
-    int64_t call_first; /* index of the current call's first node event */
-    int64_t dropped;    /* events lost to a failed allocation */
+    trace_ev *pend; /* the current call's partitions, written when it ends */
+    int n_pend, cap_pend;
+    int64_t dropped; /* events lost to a failed allocation */
     int64_t positions;
 };
 
@@ -76,6 +78,7 @@ void kiln_trace_free(kiln_trace *t) {
         n = b->next;
         kiln_free(b);
     }
+    kiln_free(t->pend);
     kiln_free(t);
 }
 
@@ -117,29 +120,11 @@ static trace_ev *push(kiln_trace *t) {
     return &t->tail->ev[t->tail->n++];
 }
 
-/* A position in the records, stepped forward one at a time. */
-typedef struct {
-    trace_block *b;
-    int i;
-} cursor;
-
-static cursor seek(const kiln_trace *t, int64_t i) {
-    trace_block *b = t->head;
-    for (; b && i >= b->n; b = b->next)
-        i -= b->n;
-    return (cursor){b, (int)i};
-}
-
-static trace_ev *step(cursor *c) {
-    if (c->b && c->i == c->b->n) c->b = c->b->next, c->i = 0;
-    return c->b ? &c->b->ev[c->i++] : NULL;
-}
-
 void kiln_trace_call_begin(kiln_trace *t) {
-    t->call_first = t->n_events;
+    t->n_pend = 0;
 }
 
-void kiln_trace_node(kiln_trace *t, const kiln_program *p, int method, int index,
+void kiln_trace_node(kiln_trace *t, const kiln_program *p, int method, int part, int index,
                      const kiln_node *n, const kiln_tensor *const *in, const kiln_tensor *out,
                      uint64_t t0, uint64_t t1) {
     trace_ev *e = push(t);
@@ -150,6 +135,7 @@ void kiln_trace_node(kiln_trace *t, const kiln_program *p, int method, int index
     e->kind = EV_NODE;
     e->method = method;
     e->node = index;
+    e->partition = part;
     e->backend = (int16_t)n->backend;
     e->fallback = (uint8_t)p->fallback[n->backend];
     e->call = t->n_calls;
@@ -160,38 +146,37 @@ void kiln_trace_node(kiln_trace *t, const kiln_program *p, int method, int index
     e->unit = b->unit ? b->unit(p->backend_ctx[n->backend], n, in) : b->name;
 }
 
+void kiln_trace_partition(kiln_trace *t, const kiln_program *p, int method, int part,
+                          const kiln_partition *pt, uint64_t t0, uint64_t t1) {
+    if (t->n_pend == t->cap_pend) {
+        int cap = t->cap_pend ? 2 * t->cap_pend : 16;
+        trace_ev *np = kiln_realloc(t->pend, sizeof *np * (size_t)cap);
+        if (!np) {
+            t->dropped++;
+            return;
+        }
+        t->pend = np;
+        t->cap_pend = cap;
+    }
+    t->pend[t->n_pend++] = (trace_ev){.kind = EV_PARTITION,
+                                      .fallback = (uint8_t)p->fallback[pt->backend],
+                                      .backend = (int16_t)pt->backend,
+                                      .method = method,
+                                      .node = pt->first,
+                                      .node_last = pt->first + pt->n_nodes - 1,
+                                      .partition = part,
+                                      .call = t->n_calls,
+                                      .t0 = t0,
+                                      .t1 = t1};
+}
+
 void kiln_trace_method(kiln_trace *t, int method, int64_t tokens, uint64_t t0, uint64_t t1,
                        int ok) {
-    /* partitions over this call's node events: runs of one backend */
-    int64_t n = t->n_events - t->call_first;
-    cursor c = seek(t, t->call_first);
-    trace_ev *next = n > 0 ? step(&c) : NULL;
-    int32_t part = -1;
-    while (n > 0 && next) {
-        trace_ev *e = next, *end = e;
-        part++;
-        e->partition = part;
-        n--;
-        next = NULL;
-        while (n > 0 && (next = step(&c)) && next->backend == e->backend) {
-            next->partition = part;
-            end = next;
-            n--;
-            next = NULL;
-        }
-        trace_ev pe = {.kind = EV_PARTITION,
-                       .fallback = e->fallback,
-                       .backend = e->backend,
-                       .method = method,
-                       .node = e->node,
-                       .node_last = end->node,
-                       .partition = part,
-                       .call = t->n_calls,
-                       .t0 = e->t0,
-                       .t1 = end->t1};
+    for (int i = 0; i < t->n_pend; i++) {
         trace_ev *slot = push(t);
-        if (slot) *slot = pe;
+        if (slot) *slot = t->pend[i];
     }
+    t->n_pend = 0;
     trace_ev *e = push(t);
     if (e) {
         memset(e, 0, sizeof *e);

@@ -54,7 +54,8 @@ static inline kiln_status fz_build_and_plan(kiln_module *m, const kiln_llama_con
     for (int i = 0; i < m->n_methods && !st; i++) {
         for (int j = 0; j < m->methods[i].n_nodes; j++)
             m->methods[i].nodes[j].backend = ref;
-        st = kiln_graph_plan(&m->methods[i], m);
+        st = kiln_graph_partition(&m->methods[i]);
+        if (!st) st = kiln_graph_plan(&m->methods[i], m);
     }
     if (!st) st = kiln_module_verify(m, 1);
     return st;

@@ -1169,4 +1169,5 @@ const kiln_backend kiln_backend_cpu_impl = {
     .exec = cpu_exec,
     .unit = cpu_unit,
     .threads = cpu_threads,
+    .prepare = kiln_cpu_prepare,
 };

@@ -1,18 +1,20 @@
-/* pack.c: weights the cpu kernels read repacked into their interleaved
- * layout (q4_0x8, q4_1x8: FORMAT.md 6.1), so the packed weight is stored
- * once, as its own dtype (--no-pack keeps them as imported). */
+/* pack.c: the cpu backend's prepare. Weights the cpu kernels read are
+ * repacked into their interleaved layout (q4_0x8, q4_1x8: FORMAT.md 6.1),
+ * so the packed weight is stored once, as its own dtype, readable by ref
+ * too (--no-pack keeps them as imported). No blob.
+ *
+ * A 2-dim weight is repacked when its dtype has a packed form, its rows
+ * come in whole groups, every node reading it reads it as its weight and at
+ * least one of them runs on cpu. The packed copy (same size) replaces the
+ * plain one, and the graphs' values take the packed dtype. */
 #include <stdio.h>
 #include <string.h>
 
-#include "compiler/passes.h"
+#include "backends/backend.h"
 #include "quant/quant.h"
 
-kiln_status kiln_module_pack(kiln_module *m, const kiln_compile_options *o) {
+kiln_status kiln_cpu_prepare(kiln_module *m, int cpu, const kiln_prepare_options *o) {
     if (o->no_pack) return KILN_OK;
-    int cpu = -1;
-    for (int b = 0; b < m->n_backends; b++)
-        if (!strcmp(m->backends[b], "cpu")) cpu = b;
-    if (cpu < 0) return KILN_OK;
     /* per constant: 1 = read by a cpu weight node, 2 = read otherwise */
     uint8_t *use = kiln_calloc((size_t)m->n_consts + 1, 1);
     if (!use) return kiln_error(KILN_ERR_NOMEM, "out of memory");
