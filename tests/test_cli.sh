@@ -81,6 +81,60 @@ for m in d["methods"]:
 '; then ok info_fallback_json; else bad info_fallback_json; fi
 expect compile_refuse_unknown_op 1 "refuse names unknown op 'conv'" -- "$KILN" compile "$M" -o "$WORK/x.kiln" --backend "test:refuse=conv"
 
+# Delegates, with testd (a delegate for tests: no per-node exec; its
+# partitions run whole from a blob stored in the program, with ref's kernels).
+D=$WORK/d.kiln
+expect testd_compile 0 "testd: 2 partitions in one blob" -- "$KILN" compile "$M" --tokenizer "$T" -o "$D" --backend testd
+expect testd_info_blob 0 "blob 0: backend testd" -- "$KILN" info "$D"
+expect testd_info_graph 0 "prefill.p0" -- "$KILN" info "$D"
+expect testd_mixed 0 "testd: 6 partitions" -- "$KILN" compile "$M" --tokenizer "$T" -o "$WORK/d2.kiln" --backend testd:refuse=swiglu,cpu
+"$KILN" compile "$M" --tokenizer "$T" -o "$WORK/r.kiln" --backend ref >/dev/null 2>&1
+ids() { "$KILN" generate -m "$1" -p "the" -n 16 --temp 0 --print-ids --no-stats 2>&1; }
+if [ "$(ids "$D")" = "$(ids "$WORK/r.kiln")" ] && [ -n "$(ids "$D")" ]; then ok testd_same_ids_as_ref
+else bad testd_same_ids_as_ref "testd: $(ids "$D") ref: $(ids "$WORK/r.kiln")"; fi
+expect testd_mixed_debug 0 "agrees with the reference at every node it shows" -- "$KILN" debug -m "$WORK/d2.kiln" --reference ref
+expect testd_run_100 0 "100 iterations" -- "$KILN" run -m "$D" --iteration 100
+expect testd_not_at_open 1 "compile with --backend testd" -- "$KILN" debug -m "$WORK/r.kiln" --backend testd
+if command -v python3 >/dev/null; then
+  "$KILN" generate -m "$WORK/d2.kiln" -p "the" -n 4 --temp 0 --no-stats --trace "$WORK/d2.jsonl" >/dev/null 2>&1
+  "$KILN" info "$WORK/d2.kiln" --json >"$WORK/d2.json"
+  if python3 - "$WORK/d2.jsonl" "$WORK/d2.json" <<'PY'
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])][1:]
+info = json.load(open(sys.argv[2]))
+parts = info["methods"][0]["partitions"]
+assert [p["backend"] for p in parts] == ["testd", "cpu", "testd", "cpu", "testd"], parts
+assert parts[1]["inputs"] == ["blk.0.ffn_gate", "blk.0.ffn_up"], parts[1]
+assert parts[1]["outputs"] == ["blk.0.ffn_swiglu"], parts[1]
+assert parts[0]["blob"] == 0 and parts[0]["graph"] == "prefill.p0" and parts[1]["blob"] == -1
+assert info["blobs"][0]["backend"] == "testd", info["blobs"]
+# a delegate's partition is one event; only per-node backends have node events
+nodes = [e for e in ev if e["ev"] == "node"]
+ps = [e for e in ev if e["ev"] == "partition" and e["call"] == 0]
+assert [p["backend"] for p in ps] == ["testd", "cpu", "testd", "cpu", "testd"], ps
+assert nodes and all(e["backend"] == "cpu" for e in nodes), set(e["backend"] for e in nodes)
+assert all(e["name"].endswith("ffn_swiglu") for e in nodes)
+PY
+  then ok testd_partitions_in_info_and_trace; else bad testd_partitions_in_info_and_trace; fi
+  expect testd_inspect 0 "testd" -- "$KILN" inspect "$WORK/d2.jsonl" --by backend
+else
+  skipped testd_partitions_in_info_and_trace "no python3"
+fi
+# A damaged blob and a blob from another program: clear errors naming the
+# method, the partition and the backend.
+read -r boff bsize < <("$KILN" info "$D" | awk '$1 == "blobs" && $2 == "offset" { print $3, $4 }')
+cp "$D" "$WORK/dbad.kiln"
+printf '\x07' | dd of="$WORK/dbad.kiln" bs=1 seek=$((boff + bsize - 2)) conv=notrunc status=none
+expect testd_damaged_blob 1 "method 'prefill' partition 0 (backend testd): blob 0 is damaged" -- "$KILN" generate -m "$WORK/dbad.kiln" -p the -n 2
+"$KILN" compile "$M" --tokenizer "$T" -o "$WORK/d48.kiln" --backend testd --max-seq 48 >/dev/null 2>&1
+read -r boff2 bsize2 < <("$KILN" info "$WORK/d48.kiln" | awk '$1 == "blobs" && $2 == "offset" { print $3, $4 }')
+if [ "$boff2" = "$boff" ] && [ "$bsize2" = "$bsize" ]; then
+  dd if="$D" of="$WORK/d48.kiln" bs=1 skip="$boff" seek="$boff" count="$bsize" conv=notrunc status=none
+  expect testd_blob_of_another_program 1 "blob 0 was prepared for another program" -- "$KILN" generate -m "$WORK/d48.kiln" -p the -n 2
+else
+  bad testd_blob_of_another_program "the two programs' blobs sections differ in place ($boff+$bsize vs $boff2+$bsize2)"
+fi
+
 # Damage one weight byte: opening still works, --verify names the section.
 cp "$P" "$WORK/bad.kiln"
 # the last byte of the weights section, from `kiln info`'s section table

@@ -229,7 +229,9 @@ static kiln_status on_node(void *user, const kiln_debug_node *e) {
         r->ran = 1;
         return d->dumping ? dump_part(d, e, "backend") : KILN_OK;
     }
-    if (e->own_status) {
+    if (e->own_status == KILN_ERR_UNSUPPORTED) {
+        r->own_failed = 0; /* a delegate's node does not run alone: n/a */
+    } else if (e->own_status) {
         fprintf(stderr, "kiln debug: node %d '%s' alone on the backend: %s\n", e->index,
                 e->node->name, e->own_error);
         r->own_failed = 1;
@@ -569,6 +571,13 @@ static void report(const debugger *d) {
         printf("first own error: none (every node given the reference's inputs has cos >= %g)\n",
                o->threshold);
     }
+    int unseen = 0;
+    for (int i = 0; i < n; i++)
+        unseen += !d->rec[i].ran;
+    if (unseen)
+        printf("not observed: %d node%s inside delegate partitions (a delegate shows only the "
+               "outputs that leave a partition)\n",
+               unseen, unseen == 1 ? "" : "s");
     if (d->against) {
         int worst = -1;
         double low = INFINITY;
@@ -604,7 +613,8 @@ static void report(const debugger *d) {
                "first at %s\n",
                what);
     } else {
-        printf("verdict: the backend agrees with the reference at every node\n");
+        printf("verdict: the backend agrees with the reference at every node%s\n",
+               unseen ? " it shows" : "");
     }
 }
 

@@ -64,6 +64,8 @@ typedef struct kiln_backend {
 } kiln_backend;
 
 const kiln_backend *kiln_backend_find(const char *name);
+/* The built-in backends' names, "ref, test, cpu, testd". */
+void kiln_backend_names(char *buf, size_t cap);
 /* The reference backend: the oracle and the fallback. */
 const kiln_backend *kiln_backend_ref(void);
 /* The default backend list when the user names none. */
@@ -79,5 +81,6 @@ kiln_status kiln_cpu_prepare(kiln_module *m, int b, const kiln_prepare_options *
 extern const kiln_backend kiln_backend_ref_impl;
 extern const kiln_backend kiln_backend_test_impl;
 extern const kiln_backend kiln_backend_cpu_impl;
+extern const kiln_backend kiln_backend_testd_impl;
 
 #endif /* KILN_BACKEND_H */

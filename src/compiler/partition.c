@@ -2,6 +2,7 @@
  * supports it, else to ref; each method's maximal runs of nodes on one
  * backend become its partitions (stored in the program). Then every
  * backend prepares what it was given (kiln_module_prepare). */
+#include <stdio.h>
 #include <string.h>
 
 #include "backends/backend.h"
@@ -20,9 +21,12 @@ kiln_status kiln_module_partition(kiln_module *m, const char *spec) {
         char *colon = strchr(item, ':');
         if (colon) *colon = 0;
         const kiln_backend *b = kiln_backend_find(item);
-        if (!b)
-            return kiln_error(KILN_ERR_INVALID_ARG,
-                              "unknown backend '%s' (available: cpu, ref, test)", item);
+        if (!b) {
+            char names[256];
+            kiln_backend_names(names, sizeof names);
+            return kiln_error(KILN_ERR_INVALID_ARG, "unknown backend '%s' (available: %s)", item,
+                              names);
+        }
         if (colon && !b->configure)
             return kiln_error(KILN_ERR_INVALID_ARG, "backend '%s' takes no options", item);
         if (b->configure && (st = b->configure(m, colon ? colon + 1 : NULL))) return st;

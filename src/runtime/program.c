@@ -29,6 +29,11 @@ kiln_status kiln_program_open(const char *path, kiln_program **out) {
 static kiln_status force_backend(kiln_module *m, const char *path, const char *name) {
     const kiln_backend *b = kiln_backend_find(name);
     if (!b) return kiln_error(KILN_ERR_UNSUPPORTED, "this build of kiln has no backend '%s'", name);
+    if (!b->exec)
+        return kiln_error(KILN_ERR_UNSUPPORTED,
+                          "backend '%s' runs what the compiler prepared for it: compile with "
+                          "--backend %s instead of choosing it when the program opens",
+                          name, name);
     for (int k = 0; k < m->n_methods; k++)
         for (int i = 0; i < m->methods[k].n_nodes; i++) {
             const kiln_node *n = &m->methods[k].nodes[i];

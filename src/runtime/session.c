@@ -182,6 +182,30 @@ static kiln_status run_node(kiln_session *s, int method, int part, int i) {
     return KILN_OK;
 }
 
+/* After a delegate's partition: the observer sees the nodes whose outputs
+ * leave it (inside it nothing is observable; their inputs may be values
+ * the delegate kept to itself, so only the output is meaningful). */
+static kiln_status observe_outputs(kiln_session *s, int method, const kiln_partition *pt) {
+    if (!s->observer) return KILN_OK;
+    const kiln_graph *g = &s->prog->mod.methods[method];
+    kiln_tensor *vals = s->vals[method];
+    for (int i = pt->first; i < pt->first + pt->n_nodes; i++) {
+        const kiln_node *n = &g->nodes[i];
+        int leaves = 0;
+        for (int j = 0; j < pt->n_out && !leaves; j++)
+            leaves = pt->out[j] == n->out;
+        if (!leaves) continue;
+        const kiln_tensor *in[KILN_MAX_INPUTS];
+        for (int j = 0; j < n->n_in; j++)
+            in[j] = &vals[n->in[j]];
+        if (s->observer(s->observer_user, method, i, in, &vals[n->out], 0) ||
+            s->observer(s->observer_user, method, i, in, &vals[n->out], 1))
+            return kiln_error(KILN_ERR_CANCELLED, "method '%s': stopped after node '%s'", g->name,
+                              n->name);
+    }
+    return KILN_OK;
+}
+
 /* One partition: a delegate's execute runs it whole (every node's shape
  * worked out first, so its outputs' shapes are known); the others run it
  * node by node. */
@@ -205,7 +229,7 @@ static kiln_status run_partition(kiln_session *s, int method, int part) {
         return kiln_error_wrap(st, "method '%s', partition %d (nodes %d..%d on %s)", g->name, part,
                                pt->first, pt->first + pt->n_nodes - 1,
                                p->mod.backends[pt->backend]);
-    return KILN_OK;
+    return observe_outputs(s, method, pt);
 }
 
 kiln_status kiln_session_execute(kiln_session *s, int method) {
@@ -315,8 +339,13 @@ kiln_status kiln_program_exec_node(const kiln_program *p, int method, int node,
             memcpy(out->data, in[0]->data, (size_t)kiln_tensor_bytes(in[0]));
         args[0] = &cache;
     }
-    kiln_status st = p->backends[n->backend]->exec(p->backend_ctx[n->backend], n, args, out,
-                                                   scratch, scratch_bytes);
+    const kiln_backend *b = p->backends[n->backend];
+    if (!b->exec)
+        return kiln_error(KILN_ERR_UNSUPPORTED,
+                          "method '%s', node '%s': backend %s runs whole partitions, not one node "
+                          "alone",
+                          g->name, n->name, b->name);
+    kiln_status st = b->exec(p->backend_ctx[n->backend], n, args, out, scratch, scratch_bytes);
     return st ? kiln_error_wrap(st, "method '%s', node '%s' (%s on %s)", g->name, n->name,
                                 info->name, p->mod.backends[n->backend])
               : KILN_OK;

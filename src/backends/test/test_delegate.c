@@ -1,0 +1,164 @@
+/* test_delegate.c: `testd`, a delegate for tests only, shaped like a real
+ * one (QNN): it has no per-node exec. At compile time prepare writes one
+ * blob naming each of its partitions ("<method>.p<k>") with the nodes it
+ * covers; at open load reads the blob back and refuses one that does not
+ * describe the program's partitions; execute runs a whole partition (with
+ * ref's kernels). So the executor's delegate path, the blobs section and
+ * its checks are tested without any vendor library.
+ *   --backend testd[:refuse=OP+OP],cpu
+ * refuse= sends ops elsewhere, which splits a method into several
+ * partitions. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/backend.h"
+
+#define KEY_REFUSE "backend.testd.refuse"
+#define MAGIC "kiln-testd 1\n"
+
+static kiln_status testd_configure(kiln_module *m, const char *options) {
+    if (!options) return KILN_OK;
+    if (strncmp(options, "refuse=", 7) || strchr(options, ':'))
+        return kiln_error(KILN_ERR_INVALID_ARG, "backend 'testd': unknown option '%s' (refuse)",
+                          options);
+    char ops[1024];
+    snprintf(ops, sizeof ops, "%s", options + 7);
+    for (char *save = NULL, *op = strtok_r(ops, "+", &save); op; op = strtok_r(NULL, "+", &save))
+        if (kiln_op_from_name(op) < 0)
+            return kiln_error(KILN_ERR_INVALID_ARG, "backend 'testd': refuse names unknown op '%s'",
+                              op);
+    return kiln_meta_set_str(m, KEY_REFUSE, options + 7);
+}
+
+static int testd_supports(const kiln_module *m, const kiln_graph *g, const kiln_node *n) {
+    const kiln_meta *e = kiln_meta_find(m, KEY_REFUSE);
+    if (!e || e->type != KILN_META_STR) return 1;
+    const char *name = kiln_op_name(n->op);
+    size_t len = strlen(name);
+    for (const char *p = e->s; *p;) {
+        const char *end = strchr(p, '+');
+        size_t l = end ? (size_t)(end - p) : strlen(p);
+        if (l == len && !strncmp(p, name, len)) return 0;
+        p += l + (end ? 1 : 0);
+    }
+    return 1;
+}
+
+/* The blob: MAGIC, then one line per partition: "<graph> <first> <n_nodes>". */
+static kiln_status testd_prepare(kiln_module *m, int b, const kiln_prepare_options *o) {
+    kiln_wbuf buf = {0};
+    kiln_wbuf_bytes(&buf, MAGIC, strlen(MAGIC));
+    int n = 0;
+    for (int k = 0; k < m->n_methods; k++)
+        for (int j = 0; j < m->methods[k].n_parts; j++) {
+            kiln_partition *p = &m->methods[k].parts[j];
+            if (p->backend != b) continue;
+            char line[KILN_NAME_MAX + 64], name[KILN_NAME_MAX + 16];
+            snprintf(name, sizeof name, "%.200s.p%d", m->methods[k].name, j);
+            int len = snprintf(line, sizeof line, "%s %d %d\n", name, p->first, p->n_nodes);
+            kiln_wbuf_bytes(&buf, line, (size_t)len);
+            kiln_free(p->graph);
+            if (!(p->graph = kiln_strdup(name))) buf.failed = 1;
+            n++;
+        }
+    if (buf.failed) {
+        kiln_wbuf_free(&buf);
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    }
+    if (!n) {
+        kiln_wbuf_free(&buf);
+        return KILN_OK; /* nothing on this backend: no blob */
+    }
+    int index;
+    kiln_status st = kiln_module_add_blob(m, b, buf.data, buf.len, &index);
+    if (!st) st = kiln_blob_set_prop(&m->blobs[index], "format", "testd-1");
+    for (int k = 0; !st && k < m->n_methods; k++)
+        for (int j = 0; j < m->methods[k].n_parts; j++)
+            if (m->methods[k].parts[j].backend == b) m->methods[k].parts[j].blob = index;
+    if (!st && o->log) {
+        char line[128];
+        snprintf(line, sizeof line, "testd: %d partitions in one blob of %zu bytes", n,
+                 (size_t)m->blobs[index].size);
+        o->log(o->log_user, line);
+    }
+    return st;
+}
+
+typedef struct {
+    int loaded; /* a blob was loaded and matched */
+} testd_ctx;
+
+static kiln_status testd_open(const kiln_module *m, const kiln_open_options *options, void **ctx) {
+    if (!(*ctx = kiln_calloc(1, sizeof(testd_ctx))))
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    return KILN_OK;
+}
+
+static void testd_close(void *ctx) {
+    kiln_free(ctx);
+}
+
+/* The blob must describe every partition of this backend exactly. */
+static kiln_status testd_load(void *ctx, const kiln_module *m, int b, const kiln_blob *blob) {
+    const char *fmt = kiln_blob_prop(blob, "format");
+    if (!fmt || strcmp(fmt, "testd-1"))
+        return kiln_error(KILN_ERR_FORMAT, "testd: blob format '%s', expected 'testd-1'",
+                          fmt ? fmt : "(none)");
+    size_t ml = strlen(MAGIC);
+    if (blob->size < ml || memcmp(blob->data, MAGIC, ml))
+        return kiln_error(KILN_ERR_FORMAT, "testd: the blob does not start with its magic");
+    for (int k = 0; k < m->n_methods; k++)
+        for (int j = 0; j < m->methods[k].n_parts; j++) {
+            const kiln_partition *p = &m->methods[k].parts[j];
+            if (p->backend != b) continue;
+            char line[KILN_NAME_MAX + 64];
+            int len = snprintf(line, sizeof line, "\n%s %d %d\n", p->graph ? p->graph : "?",
+                               p->first, p->n_nodes);
+            int found = 0;
+            /* each line follows a newline (the magic ends with one) */
+            for (size_t at = ml - 1; !found && at + (size_t)len <= blob->size; at++)
+                found = !memcmp(blob->data + at, line, (size_t)len);
+            if (!found)
+                return kiln_error(KILN_ERR_FORMAT,
+                                  "testd: the blob has no graph '%s' for method '%s' partition "
+                                  "%d (nodes %d..%d)",
+                                  p->graph ? p->graph : "?", m->methods[k].name, j, p->first,
+                                  p->first + p->n_nodes - 1);
+        }
+    ((testd_ctx *)ctx)->loaded = 1;
+    return KILN_OK;
+}
+
+static kiln_status testd_execute(void *ctx, const kiln_graph *g, const kiln_partition *p,
+                                 kiln_tensor *vals, void *scratch, uint64_t scratch_bytes) {
+    if (!((testd_ctx *)ctx)->loaded || p->blob < 0)
+        return kiln_error(KILN_ERR_BACKEND, "testd: partition '%s' was never loaded",
+                          p->graph ? p->graph : "?");
+    for (int i = p->first; i < p->first + p->n_nodes; i++) {
+        const kiln_node *n = &g->nodes[i];
+        const kiln_tensor *in[KILN_MAX_INPUTS];
+        for (int j = 0; j < n->n_in; j++)
+            in[j] = &vals[n->in[j]];
+        kiln_status st = kiln_ref_exec(NULL, n, in, &vals[n->out], scratch, scratch_bytes);
+        if (st) return kiln_error_wrap(st, "testd graph '%s', node '%s'", p->graph, n->name);
+    }
+    return KILN_OK;
+}
+
+static const char *testd_unit(void *ctx, const kiln_node *n, const kiln_tensor *const *in) {
+    return "testd delegate";
+}
+
+const kiln_backend kiln_backend_testd_impl = {
+    .name = "testd",
+    .configure = testd_configure,
+    .supports = testd_supports,
+    .open = testd_open,
+    .close = testd_close,
+    .exec = NULL, /* a delegate: whole partitions only */
+    .unit = testd_unit,
+    .prepare = testd_prepare,
+    .load = testd_load,
+    .execute = testd_execute,
+};
