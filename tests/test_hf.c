@@ -588,6 +588,65 @@ TEST(json_typed_getters) {
     kiln_json_free(&d);
 }
 
+/* The strict integer getters: written as integers, within the range. */
+TEST(json_strict_integers) {
+    kiln_json_doc d;
+    ASSERT_OK(parse("{\"max\": 18446744073709551615, \"over\": 18446744073709551616, "
+                    "\"i63\": 9223372036854775807, \"i63p\": 9223372036854775808, "
+                    "\"min\": -9223372036854775808, \"minm\": -9223372036854775809, "
+                    "\"f\": 1.5, \"z\": 2.0, \"e\": 1e3, \"neg\": -3, \"s\": \"7\", \"n\": null}",
+                    &d));
+    const char *W = "'t.json'";
+    uint64_t u = 0;
+    int64_t i = 0;
+    ASSERT_OK(kiln_json_get_u64(d.root, W, "max", 1, UINT64_MAX, &u));
+    ASSERT(u == UINT64_MAX);
+    ASSERT_OK(kiln_json_get_u64(d.root, W, "i63p", 1, UINT64_MAX, &u));
+    ASSERT(u == (uint64_t)1 << 63);
+    ASSERT_OK(kiln_json_get_i64(d.root, W, "i63", 1, INT64_MIN, INT64_MAX, &i));
+    ASSERT(i == INT64_MAX);
+    ASSERT_OK(kiln_json_get_i64(d.root, W, "min", 1, INT64_MIN, INT64_MAX, &i));
+    ASSERT(i == INT64_MIN);
+    ASSERT_OK(kiln_json_get_i64(d.root, W, "neg", 1, -3, 0, &i));
+    ASSERT_EQ_I(i, -3);
+    u = 42; /* optional and null: untouched */
+    ASSERT_OK(kiln_json_get_u64(d.root, W, "n", 0, UINT64_MAX, &u));
+    ASSERT_EQ_U(u, 42);
+    ASSERT(kiln_json_get_u64(d.root, W, "n", 1, UINT64_MAX, &u) == KILN_ERR_FORMAT);
+    ASSERT_STR_EQ(kiln_last_error(), "'t.json': key 'n' is missing");
+
+    ASSERT(kiln_json_get_u64(d.root, W, "over", 1, UINT64_MAX, &u) == KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(), "'t.json': key 'over' should be an integer in "
+                                       "0..18446744073709551615, found an integer beyond 64 bits "
+                                       "(byte 38)");
+    ASSERT(kiln_json_get_u64(d.root, W, "i63p", 1, 1000, &u) == KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(),
+                    "key 'i63p' should be an integer in 0..1000, found 9223372036854775808");
+    ASSERT(kiln_json_get_u64(d.root, W, "neg", 1, UINT64_MAX, &u) == KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(), "found -3");
+    ASSERT(kiln_json_get_i64(d.root, W, "i63p", 1, INT64_MIN, INT64_MAX, &i) == KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(),
+                    "key 'i63p' should be an integer, found 9223372036854775808");
+    ASSERT(kiln_json_get_i64(d.root, W, "minm", 1, INT64_MIN, INT64_MAX, &i) == KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(), "key 'minm' should be an integer, found an integer beyond");
+    ASSERT(kiln_json_get_i64(d.root, W, "neg", 1, 0, 10, &i) == KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(), "key 'neg' should be an integer in 0..10, found -3");
+    static const char *const fractional[] = {"f", "z", "e"};
+    for (int k = 0; k < 3; k++) {
+        ASSERT(kiln_json_get_u64(d.root, W, fractional[k], 1, UINT64_MAX, &u) == KILN_ERR_FORMAT);
+        ASSERT_CONTAINS(kiln_last_error(), "found a number with a fraction or an exponent");
+        ASSERT(kiln_json_get_i64(d.root, W, fractional[k], 1, INT64_MIN, INT64_MAX, &i) ==
+               KILN_ERR_FORMAT);
+        ASSERT_CONTAINS(kiln_last_error(), "found a number with a fraction or an exponent");
+    }
+    ASSERT_OK(kiln_json_get_int(d.root, W, "e", 1, &i)); /* the lenient getter takes 1e3 */
+    ASSERT_EQ_I(i, 1000);
+    ASSERT(kiln_json_get_u64(d.root, W, "s", 1, UINT64_MAX, &u) == KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(), "key 's' should be an integer in 0..18446744073709551615, "
+                                       "found a string");
+    kiln_json_free(&d);
+}
+
 /* A large object: lookups by binary search find every member. */
 TEST(json_large_object) {
     size_t cap = 40000 * 24, n = 0;
@@ -1224,6 +1283,7 @@ TEST(many_damaged_configs_and_safetensors) {
 TEST_MAIN(many_damaged_configs_and_safetensors, logits_match_transformers,
           a_changed_weight_is_detected, config_and_metadata, chat_template_from_tokenizer_config,
           tokenizer_matches_transformers, import_survives_allocation_failures, json_values,
-          json_errors_name_offset_and_expectation, json_typed_getters, json_large_object,
-          config_errors_name_file_and_key, safetensors_errors_name_file_and_tensor,
-          safetensors_cover_their_data_exactly, sharded_index_errors)
+          json_errors_name_offset_and_expectation, json_typed_getters, json_strict_integers,
+          json_large_object, config_errors_name_file_and_key,
+          safetensors_errors_name_file_and_tensor, safetensors_cover_their_data_exactly,
+          sharded_index_errors)
