@@ -494,7 +494,8 @@ kiln_status insp_trace_read(const char *path, insp_trace *t) {
     kiln_status st = kiln_file_map_open(path, &map);
     if (st) return st;
     reader r = {t, 0, NULL, -1, 0, 0, 0};
-    const char *p = (const char *)map.data, *end = p + map.size;
+    /* an empty file maps to no address: no pointer arithmetic on it */
+    const char *p = (const char *)map.data, *end = map.size ? p + map.size : p;
     if (!map.size) st = kiln_error(KILN_ERR_FORMAT, "'%s' is empty: not a Kiln trace", path);
     while (!st && p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
