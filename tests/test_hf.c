@@ -588,6 +588,65 @@ TEST(json_typed_getters) {
     kiln_json_free(&d);
 }
 
+/* The strict integer getters: written as integers, within the range. */
+TEST(json_strict_integers) {
+    kiln_json_doc d;
+    ASSERT_OK(parse("{\"max\": 18446744073709551615, \"over\": 18446744073709551616, "
+                    "\"i63\": 9223372036854775807, \"i63p\": 9223372036854775808, "
+                    "\"min\": -9223372036854775808, \"minm\": -9223372036854775809, "
+                    "\"f\": 1.5, \"z\": 2.0, \"e\": 1e3, \"neg\": -3, \"s\": \"7\", \"n\": null}",
+                    &d));
+    const char *W = "'t.json'";
+    uint64_t u = 0;
+    int64_t i = 0;
+    ASSERT_OK(kiln_json_get_u64(d.root, W, "max", 1, UINT64_MAX, &u));
+    ASSERT(u == UINT64_MAX);
+    ASSERT_OK(kiln_json_get_u64(d.root, W, "i63p", 1, UINT64_MAX, &u));
+    ASSERT(u == (uint64_t)1 << 63);
+    ASSERT_OK(kiln_json_get_i64(d.root, W, "i63", 1, INT64_MIN, INT64_MAX, &i));
+    ASSERT(i == INT64_MAX);
+    ASSERT_OK(kiln_json_get_i64(d.root, W, "min", 1, INT64_MIN, INT64_MAX, &i));
+    ASSERT(i == INT64_MIN);
+    ASSERT_OK(kiln_json_get_i64(d.root, W, "neg", 1, -3, 0, &i));
+    ASSERT_EQ_I(i, -3);
+    u = 42; /* optional and null: untouched */
+    ASSERT_OK(kiln_json_get_u64(d.root, W, "n", 0, UINT64_MAX, &u));
+    ASSERT_EQ_U(u, 42);
+    ASSERT(kiln_json_get_u64(d.root, W, "n", 1, UINT64_MAX, &u) == KILN_ERR_FORMAT);
+    ASSERT_STR_EQ(kiln_last_error(), "'t.json': key 'n' is missing");
+
+    ASSERT(kiln_json_get_u64(d.root, W, "over", 1, UINT64_MAX, &u) == KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(), "'t.json': key 'over' should be an integer in "
+                                       "0..18446744073709551615, found an integer beyond 64 bits "
+                                       "(byte 38)");
+    ASSERT(kiln_json_get_u64(d.root, W, "i63p", 1, 1000, &u) == KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(),
+                    "key 'i63p' should be an integer in 0..1000, found 9223372036854775808");
+    ASSERT(kiln_json_get_u64(d.root, W, "neg", 1, UINT64_MAX, &u) == KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(), "found -3");
+    ASSERT(kiln_json_get_i64(d.root, W, "i63p", 1, INT64_MIN, INT64_MAX, &i) == KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(),
+                    "key 'i63p' should be an integer, found 9223372036854775808");
+    ASSERT(kiln_json_get_i64(d.root, W, "minm", 1, INT64_MIN, INT64_MAX, &i) == KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(), "key 'minm' should be an integer, found an integer beyond");
+    ASSERT(kiln_json_get_i64(d.root, W, "neg", 1, 0, 10, &i) == KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(), "key 'neg' should be an integer in 0..10, found -3");
+    static const char *const fractional[] = {"f", "z", "e"};
+    for (int k = 0; k < 3; k++) {
+        ASSERT(kiln_json_get_u64(d.root, W, fractional[k], 1, UINT64_MAX, &u) == KILN_ERR_FORMAT);
+        ASSERT_CONTAINS(kiln_last_error(), "found a number with a fraction or an exponent");
+        ASSERT(kiln_json_get_i64(d.root, W, fractional[k], 1, INT64_MIN, INT64_MAX, &i) ==
+               KILN_ERR_FORMAT);
+        ASSERT_CONTAINS(kiln_last_error(), "found a number with a fraction or an exponent");
+    }
+    ASSERT_OK(kiln_json_get_int(d.root, W, "e", 1, &i)); /* the lenient getter takes 1e3 */
+    ASSERT_EQ_I(i, 1000);
+    ASSERT(kiln_json_get_u64(d.root, W, "s", 1, UINT64_MAX, &u) == KILN_ERR_FORMAT);
+    ASSERT_CONTAINS(kiln_last_error(), "key 's' should be an integer in 0..18446744073709551615, "
+                                       "found a string");
+    kiln_json_free(&d);
+}
+
 /* A large object: lookups by binary search find every member. */
 TEST(json_large_object) {
     size_t cap = 40000 * 24, n = 0;
@@ -624,7 +683,8 @@ typedef struct {
     uint64_t begin, end;
 } st_entry;
 
-static int g_misalign; /* write_st: leave the data at an odd offset */
+static int g_misalign;  /* write_st: leave the data at an odd offset */
+static int g_extra_pad; /* write_st: padding spaces beyond the alignment */
 
 static int write_st(const char *path, const st_entry *e, int n) {
     size_t cap = 65536, len = 0;
@@ -646,6 +706,8 @@ static int write_st(const char *path, const st_entry *e, int n) {
     len += (size_t)snprintf(h + len, cap - len, "}");
     while (len % 8 != (g_misalign ? 1u : 0u))
         h[len++] = ' '; /* padded as the reference writer does */
+    for (int i = 0; i < g_extra_pad; i++)
+        h[len++] = ' ';
     FILE *f = fopen(path, "wb");
     if (!f) return -1;
     uint8_t hl[8];
@@ -827,10 +889,9 @@ TEST(safetensors_errors_name_file_and_tensor) {
     /* A header that is not JSON. */
     whole[8 + 15] = '#'; /* {"__metadata__"#{ */
     ASSERT(kt_write_file(p, whole, len) == 0);
-    EXPECT_IMPORT_ERROR(
-        dir, KILN_ERR_FORMAT,
-        "'model.safetensors': header (JSON from file byte 8): byte 15 (line 1, column 16): "
-        "expected ':' after a member name, found '#'");
+    EXPECT_IMPORT_ERROR(dir, KILN_ERR_FORMAT, "'model.safetensors': header (JSON of ",
+                        " bytes from file byte 8): byte 15 (line 1, "
+                        "column 16): expected ':' after a member name, found '#'");
     whole[8] = 'x';
     ASSERT(kt_write_file(p, whole, len) == 0);
     EXPECT_IMPORT_ERROR(dir, KILN_ERR_FORMAT, "does not start with '{'");
@@ -974,6 +1035,180 @@ TEST(sharded_index_errors) {
     }
 }
 
+/* A safetensors file in memory: the header length (strlen(header) + delta),
+ * the header, then `data_len` bytes (data_first, then 0x40 0x41 ...). */
+static size_t st_mem(uint8_t *out, const char *header, int delta, size_t data_len, int data_first) {
+    size_t h = strlen(header);
+    uint64_t n = (uint64_t)((int64_t)h + delta);
+    for (int i = 0; i < 8; i++)
+        out[i] = (uint8_t)(n >> (8 * i));
+    memcpy(out + 8, header, h);
+    for (size_t i = 0; i < data_len; i++)
+        out[8 + h + i] = (uint8_t)(i == 0 && data_first >= 0 ? data_first : 0x40 + (int)i);
+    return 8 + h + data_len;
+}
+
+/* Parses one in-memory file; NULL when it parsed, else the message. */
+static const char *st_try(const char *header, int delta, size_t data_len, int data_first,
+                          size_t *n_tensors) {
+    static uint8_t buf[4096];
+    size_t n = st_mem(buf, header, delta, data_len, data_first);
+    kiln_safetensors sf = {0};
+    kiln_status s = kiln_safetensors_parse(&sf, buf, n, "dir/t.safetensors");
+    if (n_tensors) *n_tensors = sf.n_tensors;
+    kiln_safetensors_free(&sf);
+    return s ? kiln_last_error() : NULL;
+}
+
+#define ST_OK(header, data_len, want_tensors)                                                      \
+    do {                                                                                           \
+        size_t nt_;                                                                                \
+        const char *e_ = st_try(header, 0, data_len, -1, &nt_);                                    \
+        ASSERT_MSG(!e_, "%s: %s", header, e_);                                                     \
+        ASSERT_EQ_I(nt_, want_tensors);                                                            \
+    } while (0)
+#define ST_ERR(header, delta, data_len, data_first, ...)                                           \
+    do {                                                                                           \
+        const char *e_ = st_try(header, delta, data_len, data_first, NULL);                        \
+        ASSERT_MSG(e_, "%s (header length %+d, %d data bytes) parsed", header, delta,              \
+                   (int)(data_len));                                                               \
+        const char *needles_[] = {__VA_ARGS__};                                                    \
+        for (size_t k_ = 0; k_ < sizeof needles_ / sizeof *needles_; k_++)                         \
+            ASSERT_CONTAINS(e_, needles_[k_]);                                                     \
+    } while (0)
+
+#define T_A(b, e) "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[" #b "," #e "]}"
+#define T_B(b, e) "\"b\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[" #b "," #e "]}"
+#define T_E(b, e) "\"e\":{\"dtype\":\"F32\",\"shape\":[4,0],\"data_offsets\":[" #b "," #e "]}"
+
+/* The tensors must cover the data exactly (the reference reader's rule): a
+ * header length a byte off, a hole, an overlap or trailing bytes is an error
+ * naming the file and the gap; any order, padding spaces and empty tensors
+ * at a boundary are fine. */
+TEST(safetensors_cover_their_data_exactly) {
+    /* Exact covers: in file order, in reverse, listed out of order, padded. */
+    ST_OK("{" T_A(0, 8) "," T_B(8, 14) "}", 14, 2);
+    ST_OK("{" T_B(0, 6) "," T_A(6, 14) "}", 14, 2);
+    ST_OK("{" T_A(6, 14) "," T_B(0, 6) "}", 14, 2);
+    ST_OK("{\"__metadata__\":{\"format\":\"pt\"}," T_A(0, 8) "}      ", 8, 1);
+    ST_OK("{\"__metadata__\":{}}", 0, 0);
+    ST_OK("{}", 0, 0);
+    /* Empty tensors at the start, between two tensors, at the end, alone. */
+    ST_OK("{" T_E(0, 0) "," T_A(0, 8) "," T_B(8, 14) "}", 14, 3);
+    ST_OK("{" T_A(0, 8) "," T_E(8, 8) "," T_B(8, 14) "}", 14, 3);
+    ST_OK("{" T_B(8, 14) "," T_A(0, 8) "," T_E(14, 14) "}", 14, 3);
+    ST_OK("{" T_E(0, 0) "}", 0, 1);
+    ST_ERR("{" T_A(0, 8) "," T_E(4, 4) "," T_B(8, 14) "}", 0, 14, -1,
+           "'t.safetensors': empty tensor 'e' (data_offsets [4, 4]) lies inside tensor 'a' "
+           "(data_offsets [0, 8])");
+
+    /* Trailing bytes; data but no tensor. */
+    ST_ERR("{" T_A(0, 8) "," T_B(8, 14) "}", 0, 17, -1,
+           "'t.safetensors': 3 trailing bytes after the last tensor, 'b' (data bytes [14, 17) at "
+           "file offset ");
+    ST_ERR("{" T_A(0, 8) "}", 0, 9, -1, "'t.safetensors': 1 trailing byte after the last tensor");
+    ST_ERR("{\"__metadata__\":{}}", 0, 4, -1,
+           "'t.safetensors': the header lists no tensor, but 4 bytes of data follow it");
+
+    /* Holes: between two tensors, before the first. */
+    char want[200];
+    const char *h = "{" T_A(0, 8) "," T_B(10, 16) "}";
+    snprintf(want, sizeof want,
+             "'t.safetensors': data bytes [8, 10) (2 bytes at file offset %zu, between tensors "
+             "'a' and 'b') are not covered by any tensor",
+             8 + strlen(h) + 8);
+    ST_ERR(h, 0, 16, -1, want);
+    ST_ERR("{" T_B(8, 14) "," T_A(2, 10) "}", 0, 16, -1,
+           "'t.safetensors': data bytes [0, 2) (2 bytes at file offset ",
+           "before the first tensor, 'a') are not covered by any tensor");
+
+    /* Overlap, and the same bytes twice. */
+    ST_ERR("{" T_A(0, 8) "," T_B(6, 12) "}", 0, 12, -1,
+           "'t.safetensors': tensors 'a' (data_offsets [0, 8]) and 'b' (data_offsets [6, 12]) "
+           "overlap");
+    ST_ERR("{" T_A(0, 8) ",\"c\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 0, 8,
+           -1, "'t.safetensors': tensors '", "overlap");
+
+    /* A header length one byte short. With padding the JSON still parses,
+     * every tensor moves a byte, and the last data byte is left over; without
+     * padding the JSON is cut. */
+    ST_ERR("{" T_A(0, 8) "," T_B(8, 14) "}  ", -1, 14, -1,
+           "'t.safetensors': 1 trailing byte after the last tensor, 'b' (data bytes [14, 15)",
+           "a wrong header length?");
+    h = "{" T_A(0, 8) "," T_B(8, 14) "}";
+    snprintf(want, sizeof want,
+             "'t.safetensors': header (JSON of %zu bytes from file byte 8): byte %zu (line 1, "
+             "column %zu): expected ',' or '}' after an object member, found end of input",
+             strlen(h) - 1, strlen(h) - 1, strlen(h));
+    ST_ERR(h, -1, 14, -1, want);
+    /* One byte long: the first data byte joins the header; a space there
+     * still parses, and the data is a byte short. */
+    snprintf(want, sizeof want,
+             "'t.safetensors': the header (%zu bytes from file byte 8, as the header length says) "
+             "ends with byte 0x00 at file byte %zu, not '}': the header length is wrong",
+             strlen(h) + 1, 8 + strlen(h));
+    ST_ERR(h, 1, 14, 0x00, want);
+    ST_ERR(h, 1, 14, 'x', "ends with 'x' at file byte");
+    ST_ERR(h, 1, 14, ' ',
+           "'t.safetensors': tensor 'b': data_offsets [8, 14] run past the end of "
+           "the data (13 bytes");
+    /* Cut well inside: not '}' at the end. */
+    ST_ERR(h, -10, 14, -1, "the header length is wrong, or the header is cut");
+
+    /* The same through an import of a real checkpoint: before this check a
+     * header length a byte short compiled into a program of NaN logits. */
+    static st_entry e[64];
+    int n;
+    uint8_t *buf;
+    ASSERT(llama_entries(e, &n, &buf) == 0);
+    const char *dir = llama_copy("st_cover");
+    ASSERT(dir);
+    char p[1100];
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    g_extra_pad = 8;
+    ASSERT(write_st(p, e, n) == 0);
+    g_extra_pad = 0;
+    ASSERT_OK(import_dir(dir)); /* padded: fine */
+    size_t len;
+    uint8_t *whole = (uint8_t *)kt_read_file(p, &len);
+    ASSERT(whole);
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--)
+        hl = hl << 8 | whole[i];
+    for (int i = 0; i < 8; i++) /* the header length a byte short */
+        whole[i] = (uint8_t)((hl - 1) >> (8 * i));
+    ASSERT(kt_write_file(p, whole, len) == 0);
+    EXPECT_IMPORT_ERROR(dir, KILN_ERR_FORMAT, "'model.safetensors': 1 trailing byte after the last",
+                        "a wrong header length?");
+    for (int i = 0; i < 8; i++)
+        whole[i] = (uint8_t)(hl >> (8 * i));
+    uint8_t *more = malloc(len + 5);
+    memcpy(more, whole, len);
+    memset(more + len, 0, 5);
+    ASSERT(kt_write_file(p, more, len + 5) == 0);
+    EXPECT_IMPORT_ERROR(dir, KILN_ERR_FORMAT,
+                        "'model.safetensors': 5 trailing bytes after the last");
+    /* A hole: a tensor moved 4 bytes on, past its old end. */
+    st_entry *last = &e[n - 1];
+    last->raw_offsets = 1;
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += e[i].nbytes;
+    last->begin = total - last->nbytes + 4;
+    last->end = total + 4;
+    ASSERT(write_st(p, e, n) == 0); /* writes `total` bytes: the last tensor runs 4 past */
+    EXPECT_IMPORT_ERROR(dir, KILN_ERR_FORMAT, "run past the end of the data");
+    FILE *f = fopen(p, "ab");
+    ASSERT(f && fwrite("\0\0\0\0", 1, 4, f) == 4 && fclose(f) == 0);
+    snprintf(
+        want, sizeof want, "'model.safetensors': data bytes [%llu, %llu) (4 bytes at file offset",
+        (unsigned long long)(total - last->nbytes), (unsigned long long)(total - last->nbytes + 4));
+    EXPECT_IMPORT_ERROR(dir, KILN_ERR_FORMAT, want, "are not covered by any tensor");
+    free(more);
+    free(whole);
+    free(buf);
+}
+
 /* Many damaged files of each kind: config.json and model.safetensors
  * truncated at every 1/40 (1/50) of their length and broken at their JSON
  * punctuation; each is an error naming the file, never a crash. */
@@ -1048,6 +1283,7 @@ TEST(many_damaged_configs_and_safetensors) {
 TEST_MAIN(many_damaged_configs_and_safetensors, logits_match_transformers,
           a_changed_weight_is_detected, config_and_metadata, chat_template_from_tokenizer_config,
           tokenizer_matches_transformers, import_survives_allocation_failures, json_values,
-          json_errors_name_offset_and_expectation, json_typed_getters, json_large_object,
-          config_errors_name_file_and_key, safetensors_errors_name_file_and_tensor,
+          json_errors_name_offset_and_expectation, json_typed_getters, json_strict_integers,
+          json_large_object, config_errors_name_file_and_key,
+          safetensors_errors_name_file_and_tensor, safetensors_cover_their_data_exactly,
           sharded_index_errors)

@@ -2,7 +2,8 @@
  * byte fallback, best-score-first merges with leftmost ties, a leading space
  * dropped after BOS) on tokenizers the tests write themselves, and token
  * counts and round trips on the real tok512.bin when the shared data is
- * present. */
+ * present; the heap encoder against the old quadratic one (kept here as the
+ * oracle) on generated text up to 30 KB. */
 #include <stdint.h>
 
 #include "fixtures.h"
@@ -116,34 +117,48 @@ static void print_ids(const char *what, const int32_t *ids, int n) {
         ASSERT_MSG(same_, "\"%s\" encoded wrongly", s);                                            \
     } while (0)
 
-/* Writes a llama2.c tokenizer.bin: the 3 specials, the 256 byte pieces, then
- * `n` pieces with their scores. */
-static int write_custom(const char *path, const char *const *pieces, const float *scores, int n) {
-    size_t cap = 4 + (size_t)(259 + n) * 8 + 3 * 8 + 256 * 6;
+/* Writes a llama2.c tokenizer.bin holding exactly the n pieces (empty ones
+ * allowed) with their scores. */
+static int write_records(const char *path, const char *const *pieces, const float *scores, int n) {
+    size_t cap = 4 + (size_t)n * 8;
     for (int i = 0; i < n; i++)
         cap += strlen(pieces[i]);
     uint8_t *b = malloc(cap), *p = b + 4;
-    int32_t maxlen = 6;
-    for (int i = 0; i < 259 + n; i++) {
-        char tmp[8];
-        const char *s;
-        float sc = 0.0f;
-        if (i < 3)
-            s = i == 0 ? "<unk>" : i == 1 ? "\n<s>\n" : "\n</s>\n";
-        else if (i < 259)
-            snprintf(tmp, sizeof tmp, "<0x%02X>", i - 3), s = tmp;
-        else
-            s = pieces[i - 259], sc = scores[i - 259];
-        int32_t l = (int32_t)strlen(s);
+    if (!b) return -1;
+    int32_t maxlen = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t l = (int32_t)strlen(pieces[i]);
         if (l > maxlen) maxlen = l;
-        memcpy(p, &sc, 4);
+        memcpy(p, &scores[i], 4);
         memcpy(p + 4, &l, 4);
-        memcpy(p + 8, s, (size_t)l);
+        memcpy(p + 8, pieces[i], (size_t)l);
         p += 8 + l;
     }
     memcpy(b, &maxlen, 4);
     int r = kt_write_file(path, b, (size_t)(p - b));
     free(b);
+    return r;
+}
+
+/* Writes a llama2.c tokenizer.bin: the 3 specials, the 256 byte pieces, then
+ * `n` pieces with their scores. */
+static int write_custom(const char *path, const char *const *pieces, const float *scores, int n) {
+    const char **all = malloc(sizeof *all * (size_t)(259 + n));
+    float *sc = calloc((size_t)(259 + n), sizeof *sc);
+    static char bytes[256][8];
+    int r = -1;
+    if (all && sc) {
+        all[0] = "<unk>", all[1] = "\n<s>\n", all[2] = "\n</s>\n";
+        for (int b = 0; b < 256; b++) {
+            snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b);
+            all[3 + b] = bytes[b];
+        }
+        for (int i = 0; i < n; i++)
+            all[259 + i] = pieces[i], sc[259 + i] = scores[i];
+        r = write_records(path, all, sc, 259 + n);
+    }
+    free(all);
+    free(sc);
     return r;
 }
 
@@ -562,7 +577,278 @@ TEST(load_counts_the_records) {
     ASSERT_EQ_I(kiln_tokenizer_load_llama2c(kt_path("cut_tok.bin"), -1, &a), KILN_ERR_INVALID_ARG);
 }
 
+/* ---- the old quadratic encoder, as the oracle ------------------------------------ */
+
+/* A tokenizer.bin as the old encoder saw it, read here without the library. */
+typedef struct {
+    char *data; /* the file; pieces point into it */
+    int n, max_len;
+    const char **pieces;
+    int *lens;
+    float *scores;
+    int *sorted; /* ids by piece bytes, then by id */
+    int byte_id[256];
+} old_vocab;
+
+static int cmp_piece(const char *a, int la, const char *b, int lb) {
+    int c = memcmp(a, b, (size_t)(la < lb ? la : lb));
+    return c ? c : la - lb;
+}
+
+static const old_vocab *g_sort_vocab; /* for qsort */
+static int by_piece_then_id(const void *x, const void *y) {
+    const old_vocab *v = g_sort_vocab;
+    int a = *(const int *)x, b = *(const int *)y;
+    int c = cmp_piece(v->pieces[a], v->lens[a], v->pieces[b], v->lens[b]);
+    return c ? c : a - b;
+}
+
+/* Lowest id whose piece is s[0..n), or -1: the first of the equal run. */
+static int old_lookup(const old_vocab *v, const char *s, int n) {
+    int lo = 0, hi = v->n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2, id = v->sorted[mid];
+        if (cmp_piece(v->pieces[id], v->lens[id], s, n) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < v->n && cmp_piece(v->pieces[v->sorted[lo]], v->lens[v->sorted[lo]], s, n) == 0
+               ? v->sorted[lo]
+               : -1;
+}
+
+static void old_vocab_free(old_vocab *v) {
+    free(v->data);
+    free(v->pieces);
+    free(v->lens);
+    free(v->scores);
+    free(v->sorted);
+}
+
+/* Reads every record of the file: {i32 max_len} then {f32 score, i32 len, bytes}... */
+static int old_vocab_read(const char *path, old_vocab *v) {
+    memset(v, 0, sizeof *v);
+    size_t len;
+    if (!(v->data = kt_read_file(path, &len)) || len < 4) return -1;
+    size_t cap = len / 8;
+    v->pieces = malloc(sizeof *v->pieces * cap);
+    v->lens = malloc(sizeof *v->lens * cap);
+    v->scores = malloc(sizeof *v->scores * cap);
+    v->sorted = malloc(sizeof *v->sorted * cap);
+    if (!v->pieces || !v->lens || !v->scores || !v->sorted) return -1;
+    for (size_t at = 4; at + 8 <= len; v->n++) {
+        int32_t l;
+        memcpy(&v->scores[v->n], v->data + at, 4);
+        memcpy(&l, v->data + at + 4, 4);
+        if (l < 0 || (size_t)l > len - at - 8) return -1;
+        v->pieces[v->n] = v->data + at + 8;
+        v->lens[v->n] = l;
+        if (l > v->max_len) v->max_len = l;
+        v->sorted[v->n] = v->n;
+        at += 8 + (size_t)l;
+    }
+    g_sort_vocab = v;
+    qsort(v->sorted, (size_t)v->n, sizeof *v->sorted, by_piece_then_id);
+    for (int b = 0; b < 256; b++) {
+        char piece[8];
+        snprintf(piece, sizeof piece, "<0x%02X>", b);
+        v->byte_id[b] = old_lookup(v, piece, 6);
+    }
+    return 0;
+}
+
+/* The merge pair i (tokens i, i+1) would make, and its score: pid -1 when none. */
+static void old_pair(const old_vocab *v, const int32_t *tok, int i, char *buf, int *pid,
+                     float *psc) {
+    int la = v->lens[tok[i]], lb = v->lens[tok[i + 1]];
+    pid[i] = -1;
+    if (la + lb > v->max_len) return;
+    memcpy(buf, v->pieces[tok[i]], (size_t)la);
+    memcpy(buf + la, v->pieces[tok[i + 1]], (size_t)lb);
+    pid[i] = old_lookup(v, buf, la + lb);
+    psc[i] = pid[i] >= 0 ? v->scores[pid[i]] : 0.0f;
+}
+
+/* The old kiln_tok_encode_llama2c (run.c's loop): after each merge, every
+ * adjacent pair is scanned again for the best score above -1e10 (strict >:
+ * ties to the leftmost) and the tokens after it move down one, O(n^2). The
+ * one change: each pair's lookup is kept in pid/psc and redone only for the
+ * two pairs a merge changes, which leaves the rule as it was and tens of KB
+ * take a second rather than minutes. A malloc'd array; NULL when out of
+ * memory. */
+static int32_t *old_encode(const old_vocab *v, const char *text, size_t len, int bos, int *n_out) {
+    int32_t *tok = malloc(sizeof *tok * (len + 2));
+    int *pid = malloc(sizeof *pid * (len + 2));
+    float *psc = malloc(sizeof *psc * (len + 2));
+    char *buf = malloc((size_t)v->max_len * 2 + 8);
+    int n = 0;
+    if (!tok || !pid || !psc || !buf) goto fail;
+    if (bos && v->n > 1) tok[n++] = 1;
+    if (len > 0) {
+        int sp = old_lookup(v, " ", 1);
+        if (sp >= 0) tok[n++] = sp;
+    }
+    for (size_t i = 0; i < len;) {
+        size_t j = i + 1;
+        while (j < len && j - i < 4 && ((unsigned char)text[j] & 0xC0) == 0x80)
+            j++;
+        int id = old_lookup(v, text + i, (int)(j - i));
+        if (id >= 0)
+            tok[n++] = id;
+        else
+            for (size_t k = i; k < j; k++) {
+                int b = v->byte_id[(unsigned char)text[k]];
+                tok[n++] = b >= 0 ? b : 0;
+            }
+        i = j;
+    }
+    for (int i = 0; i + 1 < n; i++)
+        old_pair(v, tok, i, buf, pid, psc);
+    for (;;) {
+        float best = -1e10f;
+        int best_i = -1;
+        for (int i = 0; i + 1 < n; i++)
+            if (pid[i] >= 0 && psc[i] > best) {
+                best = psc[i];
+                best_i = i;
+            }
+        if (best_i < 0) break;
+        tok[best_i] = pid[best_i];
+        memmove(tok + best_i + 1, tok + best_i + 2, sizeof *tok * (size_t)(n - best_i - 2));
+        if (n - best_i - 3 > 0) { /* pairs best_i+2.. become best_i+1.. */
+            memmove(pid + best_i + 1, pid + best_i + 2, sizeof *pid * (size_t)(n - best_i - 3));
+            memmove(psc + best_i + 1, psc + best_i + 2, sizeof *psc * (size_t)(n - best_i - 3));
+        }
+        n--;
+        if (best_i > 0) old_pair(v, tok, best_i - 1, buf, pid, psc);
+        if (best_i + 1 < n) old_pair(v, tok, best_i, buf, pid, psc);
+    }
+    free(pid);
+    free(psc);
+    free(buf);
+    *n_out = n;
+    return tok;
+fail:
+    free(tok);
+    free(pid);
+    free(psc);
+    free(buf);
+    return NULL;
+}
+
+/* n bytes of text that mixes what a vocabulary holds with what it does not:
+ * words of `letters`, story words, runs of spaces, punctuation, 2- to 4-byte
+ * UTF-8, bytes of no character (a lone continuation byte, 0xFF) and control
+ * bytes; the end may cut a character. malloc'd. */
+static char *mixed_text(size_t n, unsigned long long seed, const char *letters) {
+    static const char *const words[] = {"Once", "upon", "the", "and", "Lily", "time", "they"};
+    static const char *const utf8[] = {"\xC3\xA9", "\xC3\xAF", "\xE4\xB8\xAD", "\xE2\x82\xAC",
+                                       "\xF0\x9F\x98\x80"};
+    static const char punct[] = ".,!?\"'-\n\t";
+    char *s = malloc(n + 16);
+    size_t k = 0, nl = strlen(letters);
+    while (s && k < n) {
+        unsigned r = kt_rand(&seed) % 16;
+        if (r < 9) {
+            for (unsigned w = 1 + kt_rand(&seed) % 8; w > 0; w--)
+                s[k++] = letters[kt_rand(&seed) % nl];
+        } else if (r < 11) {
+            for (unsigned w = 1 + kt_rand(&seed) % 3; w > 0; w--)
+                s[k++] = ' ';
+        } else if (r == 11) {
+            s[k++] = punct[kt_rand(&seed) % (sizeof punct - 1)];
+        } else if (r == 12) {
+            const char *u = utf8[kt_rand(&seed) % (sizeof utf8 / sizeof *utf8)];
+            memcpy(s + k, u, strlen(u));
+            k += strlen(u);
+        } else if (r == 13) {
+            s[k++] = (char)(0x80 + kt_rand(&seed) % 128);
+        } else if (r == 14) {
+            s[k++] = (char)(1 + kt_rand(&seed) % 31);
+        } else {
+            const char *w = words[kt_rand(&seed) % (sizeof words / sizeof *words)];
+            memcpy(s + k, w, strlen(w));
+            k += strlen(w);
+        }
+    }
+    return s;
+}
+
+/* The tokenizer file at path encodes generated texts of many lengths, with
+ * and without BOS, exactly as the old encoder did. */
+static int same_as_old(const char *path, const char *letters) {
+    static const size_t lens[] = {0, 1, 2, 3, 7, 64, 1000, 10000, 30000};
+    old_vocab v;
+    kiln_tokenizer *t = NULL;
+    int ok = old_vocab_read(path, &v) == 0 && !kiln_tokenizer_load_llama2c(path, 0, &t);
+    if (!ok) fprintf(stderr, "  %s: cannot read (%s)\n", path, kiln_last_error());
+    for (size_t i = 0; ok && i < sizeof lens / sizeof *lens; i++) {
+        char *text = mixed_text(lens[i], 1000 + i, letters);
+        for (int bos = 0; ok && bos < 2; bos++) {
+            int na, nb;
+            int32_t *a = encode(t, text, lens[i], bos, &na);
+            int32_t *b = old_encode(&v, text, lens[i], bos, &nb);
+            ok = a && b && na >= 0 && ids_equal(a, na, b, nb);
+            if (!ok && a && b) {
+                int at = 0;
+                while (at < na && at < nb && a[at] == b[at])
+                    at++;
+                fprintf(stderr,
+                        "  %zu bytes, bos %d: %d tokens, the old encoder %d; first "
+                        "difference at token %d (%d, old %d)\n",
+                        lens[i], bos, na, nb, at, at < na ? a[at] : -1, at < nb ? b[at] : -1);
+            }
+            free(a);
+            free(b);
+        }
+        free(text);
+    }
+    kiln_tokenizer_free(t);
+    old_vocab_free(&v);
+    return ok;
+}
+
+TEST(same_as_old_encoder_synthetic) {
+    const char *path = kt_path("old_syn_tok.bin");
+    ASSERT(kt_write_tokenizer(path, SYN_VOCAB) == 0);
+    ASSERT(same_as_old(path, "etaonhsdzx"));
+}
+
+/* Equal scores everywhere (ties go to the leftmost), a piece twice (the
+ * lower id is the one found) and one scoring below -1e10 (never merged). */
+TEST(same_as_old_encoder_ties) {
+    static const char *const pieces[] = {" ",   "a",   "b",   "c",   "aa",   "ab",   "ba",  "bb",
+                                         "ac",  "ca",  "cb",  " a",  " b",   "aaa",  "aba", "bab",
+                                         "abc", "bca", " ab", " aa", "abab", "aaaa", "ab",  "cc"};
+    static const float scores[] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 1, 1,
+                                   2, 2, 2, 2, 1, 1, 2, 2, 3, 3, 5, -2e10f};
+    const char *path = kt_path("old_ties_tok.bin");
+    ASSERT(write_custom(path, pieces, scores, (int)(sizeof pieces / sizeof *pieces)) == 0);
+    ASSERT(same_as_old(path, "abc"));
+}
+
+/* An empty <unk> and no byte pieces but <0x63> ("c"): characters missing
+ * from the vocabulary become empty tokens, which merge too; an empty piece
+ * and "a" twice more; ties. */
+TEST(same_as_old_encoder_odd_vocab) {
+    static const char *const pieces[] = {"",  "\n<s>\n", "\n</s>\n", " ",   "a",
+                                         "b", "",        "ab",       " a",  "ba",
+                                         "a", "bb",      " ",        "aab", "<0x63>"};
+    static const float scores[] = {-1, 0, 0, 0, 0, 0, 4, 1, 1, 1, 7, 1, 0, 2, 0};
+    const char *path = kt_path("old_odd_tok.bin");
+    ASSERT(write_records(path, pieces, scores, (int)(sizeof pieces / sizeof *pieces)) == 0);
+    ASSERT(same_as_old(path, "abcx"));
+}
+
+TEST(same_as_old_encoder_tok512) {
+    const char *path = shared_file("models/stories260K/tok512.bin");
+    if (!path) SKIP("shared data (models/stories260K) not found");
+    ASSERT(same_as_old(path, "etaoinshrdlucmfwypvbgk"));
+}
+
 TEST_MAIN(bos_and_dummy_prefix, byte_fallback, merges_best_score_first, merges_leftmost_on_ties,
           decode_rules, encode_reports_room_needed, round_trip_synthetic,
           program_tokenizer_matches_file, tok512_prompt_counts_and_round_trips,
-          load_counts_the_records)
+          load_counts_the_records, same_as_old_encoder_synthetic, same_as_old_encoder_ties,
+          same_as_old_encoder_odd_vocab, same_as_old_encoder_tok512)

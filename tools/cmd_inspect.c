@@ -353,6 +353,10 @@ static int print_table(const insp_report *rp) {
            "%.1f ms\n",
            t->path, t->program, t->kiln, (long long)t->format_version, (long long)t->n_calls,
            (long long)t->n_events, insp_ms(span));
+    if (t->dropped)
+        printf("warning: the writer dropped %lld events (out of memory while recording): the "
+               "figures below miss them\n",
+               (long long)t->dropped);
     print_peaks(rp->peaks);
     printf("\n");
     if (print_methods(rp)) return -1;

@@ -2,7 +2,8 @@
  * line by line through the strict JSON parser, and refuses what the format
  * says a reader must refuse, naming the file, the line and the rule: a
  * foreign first line or version, a line that is not a JSON object, an
- * unknown event, a missing or mistyped field, events out of call order or
+ * unknown event, a missing or mistyped field (integers must be written as
+ * integers and fit their field's range), events out of call order or
  * outside their parent, a missing end line or a wrong event count. */
 #include <stdarg.h>
 #include <stdlib.h>
@@ -131,19 +132,19 @@ static kiln_status get_str(const insp_trace *t, int64_t line, const kiln_json *o
     return st;
 }
 
-static kiln_status get_uint(const insp_trace *t, int64_t line, const kiln_json *o, const char *what,
-                            const char *key, int64_t max, int64_t *out) {
-    kiln_status st = kiln_json_get_int(o, what, key, 1, out);
-    if (!st && (*out < 0 || *out > max))
-        return fail(t, line, "key '%s' is %lld, out of its range 0..%lld", key, (long long)*out,
-                    (long long)max);
-    return st;
+/* Integers are strict (docs/TRACE.md): written as integers, no fraction or
+ * exponent, within the field's range; the JSON getters name the line (in
+ * `what`), the key, the range and what was found. */
+static kiln_status get_uint(const kiln_json *o, const char *what, const char *key, int64_t max,
+                            int64_t *out) {
+    return kiln_json_get_i64(o, what, key, 1, 0, max, out);
 }
 
-static kiln_status get_count(const insp_trace *t, int64_t line, const kiln_json *o,
-                             const char *what, const char *key, double *out) {
-    kiln_status st = kiln_json_get_num(o, what, key, 1, out);
-    if (!st && !(*out >= 0)) return fail(t, line, "key '%s' is negative", key);
+/* flops and bytes: unsigned 64-bit counts, kept as doubles for the sums. */
+static kiln_status get_count(const kiln_json *o, const char *what, const char *key, double *out) {
+    uint64_t u;
+    kiln_status st = kiln_json_get_u64(o, what, key, 1, UINT64_MAX, &u);
+    if (!st) *out = (double)u;
     return st;
 }
 
@@ -184,8 +185,8 @@ static kiln_status get_names(const insp_trace *t, const kiln_json *h, const char
 }
 
 static kiln_status read_header(insp_trace *t, const kiln_json *h, const char *what) {
-    int64_t v;
-    kiln_status st = kiln_json_get_int(h, what, "kiln_trace", 0, &v);
+    int64_t v = 0;
+    kiln_status st = kiln_json_get_i64(h, what, "kiln_trace", 0, INT64_MIN, INT64_MAX, &v);
     if (st) return st;
     if (!kiln_json_get(h, "kiln_trace"))
         return fail(t, 1,
@@ -203,10 +204,10 @@ static kiln_status read_header(insp_trace *t, const kiln_json *h, const char *wh
         if ((st = get_str(t, 1, h, what, keys[i], &s[i], &len))) return st;
     if (!(t->kiln = strdup(s[0])) || !(t->program = strdup(s[1])) || !(t->clock = strdup(s[2])))
         return kiln_error(KILN_ERR_NOMEM, "out of memory reading '%s'", t->path);
-    if ((st = get_uint(t, 1, h, what, "format_version", INT32_MAX, &t->format_version)) ||
-        (st = get_uint(t, 1, h, what, "calls", INT64_MAX, &t->header_calls)) ||
+    if ((st = get_uint(h, what, "format_version", INT32_MAX, &t->format_version)) ||
+        (st = get_uint(h, what, "calls", INT64_MAX, &t->header_calls)) ||
         (kiln_json_get(h, "threads") &&
-         (st = get_uint(t, 1, h, what, "threads", 1 << 20, &t->threads))) ||
+         (st = get_uint(h, what, "threads", 1 << 20, &t->threads))) ||
         (st = get_names(t, h, what, "methods", &t->methods, &t->n_methods)) ||
         (st = get_names(t, h, what, "backends", &t->backends, &t->n_backends)))
         return st;
@@ -227,16 +228,17 @@ typedef struct reader {
 static kiln_status common(reader *r, const kiln_json *o, const char *what, int64_t *call,
                           int16_t *method, uint64_t *t0, uint64_t *t1) {
     insp_trace *t = r->t;
-    int64_t s, e;
+    uint64_t s, e;
     kiln_status st;
-    if ((st = get_uint(t, r->line, o, what, "call", INT64_MAX, call)) ||
+    if ((st = get_uint(o, what, "call", INT64_MAX, call)) ||
         (st = get_name(t, r->line, o, what, "method", t->methods, t->n_methods, "methods",
                        method)) ||
-        (st = get_uint(t, r->line, o, what, "start_ns", INT64_MAX, &s)) ||
-        (st = get_uint(t, r->line, o, what, "end_ns", INT64_MAX, &e)))
+        (st = kiln_json_get_u64(o, what, "start_ns", 1, UINT64_MAX, &s)) ||
+        (st = kiln_json_get_u64(o, what, "end_ns", 1, UINT64_MAX, &e)))
         return st;
     if (e < s)
-        return fail(t, r->line, "end_ns %lld is before start_ns %lld", (long long)e, (long long)s);
+        return fail(t, r->line, "end_ns %llu is before start_ns %llu", (unsigned long long)e,
+                    (unsigned long long)s);
     if (*call != t->n_calls)
         return fail(t, r->line,
                     "an event of call %lld where call %lld's come (events go call by call: its "
@@ -246,8 +248,8 @@ static kiln_status common(reader *r, const kiln_json *o, const char *what, int64
         return fail(t, r->line, "call %lld is a call of '%s', this event says '%s'",
                     (long long)*call, t->methods[r->method], t->methods[*method]);
     r->method = *method;
-    *t0 = (uint64_t)s;
-    *t1 = (uint64_t)e;
+    *t0 = s;
+    *t1 = e;
     return KILN_OK;
 }
 
@@ -266,16 +268,16 @@ static kiln_status read_node(reader *r, const kiln_json *o) {
     int fb;
     kiln_status st;
     if ((st = common(r, o, what, &n.call, &n.method, &n.t0, &n.t1)) ||
-        (st = get_uint(t, r->line, o, what, "partition", INT32_MAX, &part)) ||
-        (st = get_uint(t, r->line, o, what, "node_id", INT32_MAX, &id)) ||
+        (st = get_uint(o, what, "partition", INT32_MAX, &part)) ||
+        (st = get_uint(o, what, "node_id", INT32_MAX, &id)) ||
         (st = get_str(t, r->line, o, what, "name", &s[0], &len[0])) ||
         (st = get_str(t, r->line, o, what, "op", &s[1], &len[1])) ||
         (st = get_name(t, r->line, o, what, "backend", t->backends, t->n_backends, "backends",
                        &n.backend)) ||
         (st = get_str(t, r->line, o, what, "unit", &s[2], &len[2])) ||
         (st = kiln_json_get_bool(o, what, "fallback", 1, &fb)) ||
-        (st = get_count(t, r->line, o, what, "flops", &n.flops)) ||
-        (st = get_count(t, r->line, o, what, "bytes", &n.bytes)))
+        (st = get_count(o, what, "flops", &n.flops)) ||
+        (st = get_count(o, what, "bytes", &n.bytes)))
         return st;
     n.partition = (int32_t)part;
     n.node_id = (int32_t)id;
@@ -299,12 +301,12 @@ static kiln_status read_part(reader *r, const kiln_json *o) {
     int fb;
     kiln_status st;
     if ((st = common(r, o, what, &p.call, &p.method, &p.t0, &p.t1)) ||
-        (st = get_uint(t, r->line, o, what, "partition", INT32_MAX, &part)) ||
+        (st = get_uint(o, what, "partition", INT32_MAX, &part)) ||
         (st = get_name(t, r->line, o, what, "backend", t->backends, t->n_backends, "backends",
                        &p.backend)) ||
         (st = kiln_json_get_bool(o, what, "fallback", 1, &fb)) ||
-        (st = get_uint(t, r->line, o, what, "first_node", INT32_MAX, &first)) ||
-        (st = get_uint(t, r->line, o, what, "last_node", INT32_MAX, &last)))
+        (st = get_uint(o, what, "first_node", INT32_MAX, &first)) ||
+        (st = get_uint(o, what, "last_node", INT32_MAX, &last)))
         return st;
     if (last < first)
         return fail(t, r->line, "last_node %lld is before first_node %lld", (long long)last,
@@ -369,7 +371,7 @@ static kiln_status read_method(reader *r, const kiln_json *o) {
     int ok;
     kiln_status st;
     if ((st = common(r, o, what, &call, &c.method, &c.t0, &c.t1)) ||
-        (st = kiln_json_get_int(o, what, "tokens", 1, &c.tokens)) ||
+        (st = kiln_json_get_i64(o, what, "tokens", 1, INT64_MIN, INT64_MAX, &c.tokens)) ||
         (st = kiln_json_get_bool(o, what, "ok", 1, &ok)))
         return st;
     c.ok = (uint8_t)ok;
@@ -404,12 +406,10 @@ static kiln_status read_memory(reader *r, const kiln_json *o) {
         return fail(t, r->line, "the memory line comes before call %lld's method event",
                     (long long)t->n_calls);
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
-        if ((st = get_uint(t, r->line, o, r->what, keys[i], INT64_MAX, dst[i]))) return st;
+        if ((st = get_uint(o, r->what, keys[i], INT64_MAX, dst[i]))) return st;
     if (kiln_json_get(o, "state_used_bytes") || kiln_json_get(o, "state_positions")) {
-        if ((st = get_uint(t, r->line, o, r->what, "state_used_bytes", INT64_MAX,
-                           &t->mem.state_used)) ||
-            (st = get_uint(t, r->line, o, r->what, "state_positions", INT64_MAX,
-                           &t->mem.state_positions)))
+        if ((st = get_uint(o, r->what, "state_used_bytes", INT64_MAX, &t->mem.state_used)) ||
+            (st = get_uint(o, r->what, "state_positions", INT64_MAX, &t->mem.state_positions)))
             return st;
         t->mem.has_used = 1;
     }
@@ -420,8 +420,10 @@ static kiln_status read_memory(reader *r, const kiln_json *o) {
 static kiln_status read_end(reader *r, const kiln_json *o) {
     insp_trace *t = r->t;
     int64_t n;
-    kiln_status st = get_uint(t, r->line, o, r->what, "events", INT64_MAX, &n);
-    if (st) return st;
+    kiln_status st;
+    if ((st = get_uint(o, r->what, "events", INT64_MAX, &n)) ||
+        (st = kiln_json_get_i64(o, r->what, "dropped", 0, 0, INT64_MAX, &t->dropped)))
+        return st;
     if (!r->memory) return fail(t, r->line, "the end line comes without a memory line before it");
     if (n != t->n_events)
         return fail(t, r->line,
@@ -492,7 +494,8 @@ kiln_status insp_trace_read(const char *path, insp_trace *t) {
     kiln_status st = kiln_file_map_open(path, &map);
     if (st) return st;
     reader r = {t, 0, NULL, -1, 0, 0, 0};
-    const char *p = (const char *)map.data, *end = p + map.size;
+    /* an empty file maps to no address: no pointer arithmetic on it */
+    const char *p = (const char *)map.data, *end = map.size ? p + map.size : p;
     if (!map.size) st = kiln_error(KILN_ERR_FORMAT, "'%s' is empty: not a Kiln trace", path);
     while (!st && p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));

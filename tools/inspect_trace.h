@@ -62,6 +62,7 @@ typedef struct insp_trace {
     insp_call *calls;
     int64_t n_nodes, n_parts, n_calls, cap_nodes, cap_parts, cap_calls;
     int64_t n_events, n_lines;
+    int64_t dropped; /* end "dropped": events the writer lost to memory (0 when absent) */
     insp_memory mem;
 } insp_trace;
 

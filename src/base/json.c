@@ -371,16 +371,21 @@ static void parse_number(parser *ps, kiln_json *out) {
         return;
     }
     if (integral) { /* exact, also beyond 2^53 */
-        uint64_t u = 0, lim = neg ? (uint64_t)1 << 63 : ((uint64_t)1 << 63) - 1;
-        int fits = 1;
+        uint64_t u = 0;
+        int fits = 1; /* in 64 bits, unsigned */
         for (size_t i = neg; i < n && fits; i++) {
             unsigned d = (unsigned)(buf[i] - '0');
-            if (u > (lim - d) / 10)
+            if (u > (UINT64_MAX - d) / 10)
                 fits = 0;
             else
                 u = u * 10 + d;
         }
-        if (fits) {
+        out->int_syntax = 1;
+        if (fits && !neg) {
+            out->is_u64 = 1;
+            out->u = u;
+        }
+        if (fits && u <= (neg ? (uint64_t)1 << 63 : (uint64_t)INT64_MAX)) {
             out->is_int = 1;
             out->i = neg ? (u == (uint64_t)1 << 63 ? INT64_MIN : -(int64_t)u) : (int64_t)u;
         }
@@ -668,6 +673,50 @@ kiln_status kiln_json_get_int(const kiln_json *obj, const char *what, const char
     if (v->type != KILN_JSON_NUMBER || !v->is_int) return wrong(what, key, "an integer", v);
     *out = v->i;
     return KILN_OK;
+}
+
+/* What a number member holds, for the strict getters' messages. */
+static const char *describe_int(const kiln_json *v, char *buf, size_t cap) {
+    if (v->type != KILN_JSON_NUMBER) return kiln_json_type_name(v->type);
+    if (!v->int_syntax) return "a number with a fraction or an exponent";
+    if (v->is_u64)
+        snprintf(buf, cap, "%llu", (unsigned long long)v->u);
+    else if (v->is_int)
+        snprintf(buf, cap, "%lld", (long long)v->i);
+    else
+        return "an integer beyond 64 bits";
+    return buf;
+}
+
+kiln_status kiln_json_get_i64(const kiln_json *obj, const char *what, const char *key, int required,
+                              int64_t min, int64_t max, int64_t *out) {
+    kiln_status st;
+    const kiln_json *v = member(obj, what, key, required, &st);
+    if (!v) return st;
+    if (v->type == KILN_JSON_NUMBER && v->int_syntax && v->is_int && v->i >= min && v->i <= max) {
+        *out = v->i;
+        return KILN_OK;
+    }
+    char range[64] = "", found[32];
+    if (min != INT64_MIN || max != INT64_MAX)
+        snprintf(range, sizeof range, " in %lld..%lld", (long long)min, (long long)max);
+    return kiln_error(KILN_ERR_FORMAT, "%s: key '%s' should be an integer%s, found %s (byte %zu)",
+                      what, key, range, describe_int(v, found, sizeof found), v->offset);
+}
+
+kiln_status kiln_json_get_u64(const kiln_json *obj, const char *what, const char *key, int required,
+                              uint64_t max, uint64_t *out) {
+    kiln_status st;
+    const kiln_json *v = member(obj, what, key, required, &st);
+    if (!v) return st;
+    if (v->type == KILN_JSON_NUMBER && v->int_syntax && v->is_u64 && v->u <= max) {
+        *out = v->u;
+        return KILN_OK;
+    }
+    char found[32];
+    return kiln_error(
+        KILN_ERR_FORMAT, "%s: key '%s' should be an integer in 0..%llu, found %s (byte %zu)", what,
+        key, (unsigned long long)max, describe_int(v, found, sizeof found), v->offset);
 }
 
 kiln_status kiln_json_get_num(const kiln_json *obj, const char *what, const char *key, int required,

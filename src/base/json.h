@@ -28,8 +28,11 @@ typedef struct kiln_json kiln_json;
 struct kiln_json {
     kiln_json_type type;
     int b;            /* BOOL: 0 or 1 */
-    int is_int;       /* NUMBER: integral and exactly representable as int64 */
+    int is_int;       /* NUMBER: integral and exactly representable as int64 (2.0, 1e3 too) */
     int64_t i;        /* NUMBER: the value when is_int */
+    int int_syntax;   /* NUMBER: written as an integer: '-'? digits, no fraction, no exponent */
+    int is_u64;       /* NUMBER: written as an integer in 0..2^64-1 (no '-') */
+    uint64_t u;       /* NUMBER: the value when is_u64 */
     double num;       /* NUMBER: the value (finite) */
     const char *s;    /* STRING: UTF-8, NUL-terminated; may hold NUL bytes (\u0000), see len */
     size_t len;       /* STRING: bytes (without the terminator); ARRAY/OBJECT: element count */
@@ -85,6 +88,17 @@ kiln_status kiln_json_get_bool(const kiln_json *obj, const char *what, const cha
 /* *out borrows the document's string (NUL-terminated); *len may be NULL. */
 kiln_status kiln_json_get_str(const kiln_json *obj, const char *what, const char *key, int required,
                               const char **out, size_t *len);
+/* Strict integers, for formats whose integers are written as such: the
+ * member must be written as a JSON integer ('-'? digits: 1.5, 2.0 and 1e3
+ * are refused) whose value lies in min..max (kiln_json_get_i64) or 0..max
+ * (kiln_json_get_u64, up to 2^64-1). Absent and null as above. A wrong value
+ * is an error naming what, the key, the range and what was found ("'t.trace'
+ * line 3: key 'bytes' should be an integer in 0..18446744073709551615, found
+ * an integer beyond 64 bits (byte 212)"). */
+kiln_status kiln_json_get_i64(const kiln_json *obj, const char *what, const char *key, int required,
+                              int64_t min, int64_t max, int64_t *out);
+kiln_status kiln_json_get_u64(const kiln_json *obj, const char *what, const char *key, int required,
+                              uint64_t max, uint64_t *out);
 /* Members that must be an object / an array. */
 kiln_status kiln_json_get_obj(const kiln_json *obj, const char *what, const char *key, int required,
                               const kiln_json **out);

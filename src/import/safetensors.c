@@ -1,8 +1,9 @@
 /* safetensors.c: the safetensors container and sharded checkpoints. The
  * header is parsed with the strict JSON parser; each tensor's dtype, shape
- * and data_offsets are checked against each other and the file, and tensors
- * may not overlap. Shards come from model.safetensors.index.json and are
- * mapped once each. */
+ * and data_offsets are checked against each other and the file, and the
+ * tensors must cover the data exactly, as the reference reader requires: no
+ * overlap, no hole, no byte after the last. Shards come from
+ * model.safetensors.index.json and are mapped once each. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,10 +149,94 @@ static kiln_status read_entry(const kiln_json *key, const kiln_json *v, const ch
     return KILN_OK;
 }
 
+/* By (begin, end): an empty tensor sorts before a tensor at its offset. */
 static int by_offset(const void *a, const void *b) {
     const kiln_st_tensor *x = *(const kiln_st_tensor *const *)a,
                          *y = *(const kiln_st_tensor *const *)b;
-    return x->offset < y->offset ? -1 : x->offset > y->offset;
+    if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+    return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
+}
+
+/* The tensors of one file, order[k] sorted by offset, must tile its data
+ * [data_start, data_start + data_size) exactly, as the reference reader
+ * requires: each begins where the one before ends. A header length a byte
+ * short (with padding spaces) shifts every tensor and leaves a byte over at
+ * the end; a hole or an overlap is a damaged header. An empty tensor may sit
+ * at any boundary, not inside another tensor. */
+static kiln_status check_coverage(const char *file, const kiln_st_tensor **order, size_t k,
+                                  uint64_t data_start, uint64_t data_size) {
+    uint64_t pos = 0;                  /* data bytes [0, pos) are covered */
+    const kiln_st_tensor *prev = NULL; /* the tensor that ends at pos */
+    for (size_t i = 0; i < k; i++) {
+        const kiln_st_tensor *t = order[i];
+        uint64_t b = t->offset - data_start, e = b + t->nbytes;
+        if (b > pos) {
+            char where[480];
+            if (prev)
+                snprintf(where, sizeof where, "between tensors '%.200s' and '%.200s'", prev->name,
+                         t->name);
+            else
+                snprintf(where, sizeof where, "before the first tensor, '%.200s'", t->name);
+            return kiln_error(KILN_ERR_FORMAT,
+                              "'%s': data bytes [%llu, %llu) (%llu bytes at file offset %llu, %s) "
+                              "are not covered by any tensor",
+                              file, (unsigned long long)pos, (unsigned long long)b,
+                              (unsigned long long)(b - pos), (unsigned long long)(data_start + pos),
+                              where);
+        }
+        if (b < pos) {
+            unsigned long long pb = prev->offset - data_start;
+            if (t->nbytes == 0)
+                return kiln_error(KILN_ERR_FORMAT,
+                                  "'%s': empty tensor '%.200s' (data_offsets [%llu, %llu]) lies "
+                                  "inside tensor '%.200s' (data_offsets [%llu, %llu])",
+                                  file, t->name, (unsigned long long)b, (unsigned long long)e,
+                                  prev->name, pb, pb + prev->nbytes);
+            return kiln_error(
+                KILN_ERR_FORMAT,
+                "'%s': tensors '%.200s' (data_offsets [%llu, %llu]) and '%.200s' (data_offsets "
+                "[%llu, %llu]) overlap",
+                file, prev->name, pb, pb + prev->nbytes, t->name, (unsigned long long)b,
+                (unsigned long long)e);
+        }
+        if (t->nbytes || !prev) prev = t;
+        pos = e;
+    }
+    if (pos < data_size) {
+        if (!prev)
+            return kiln_error(KILN_ERR_FORMAT,
+                              "'%s': the header lists no tensor, but %llu bytes of data follow it "
+                              "(file offset %llu; a wrong header length?)",
+                              file, (unsigned long long)data_size, (unsigned long long)data_start);
+        return kiln_error(KILN_ERR_FORMAT,
+                          "'%s': %llu trailing byte%s after the last tensor, '%.200s' (data "
+                          "bytes [%llu, %llu) at file offset %llu are not covered by any tensor; "
+                          "a wrong header length?)",
+                          file, (unsigned long long)(data_size - pos),
+                          data_size - pos == 1 ? "" : "s", prev->name, (unsigned long long)pos,
+                          (unsigned long long)data_size, (unsigned long long)(data_start + pos));
+    }
+    return KILN_OK;
+}
+
+/* The header's last byte that is not JSON whitespace (the reference writer
+ * pads with spaces) must close its object: else the header length is wrong
+ * or the header was cut, which says more than the JSON error would. */
+static kiln_status check_header_end(const char *file, const uint8_t *h, uint64_t n) {
+    uint64_t e = n;
+    while (e > 1 && (h[e - 1] == ' ' || h[e - 1] == '\t' || h[e - 1] == '\n' || h[e - 1] == '\r'))
+        e--;
+    if (h[e - 1] == '}') return KILN_OK;
+    char c[16];
+    if (h[e - 1] >= 0x20 && h[e - 1] < 0x7f)
+        snprintf(c, sizeof c, "'%c'", h[e - 1]);
+    else
+        snprintf(c, sizeof c, "byte 0x%02x", h[e - 1]);
+    return kiln_error(KILN_ERR_FORMAT,
+                      "'%s': the header (%llu bytes from file byte 8, as the header length says) "
+                      "ends with %s at file byte %llu, not '}': the header length is wrong, or "
+                      "the header is cut",
+                      file, (unsigned long long)n, c, (unsigned long long)(8 + e - 1));
 }
 
 kiln_status kiln_safetensors_parse(kiln_safetensors *st, const uint8_t *data, uint64_t size,
@@ -181,11 +266,13 @@ kiln_status kiln_safetensors_parse(kiln_safetensors *st, const uint8_t *data, ui
         return kiln_error(KILN_ERR_FORMAT,
                           "'%s': the header at byte 8 does not start with '{' (not safetensors?)",
                           file);
-    char what[600];
-    snprintf(what, sizeof what, "'%s': header (JSON from file byte 8)", file);
-    kiln_json_doc doc;
-    kiln_status s = kiln_json_parse((const char *)data + 8, (size_t)n, what, 0, &doc);
+    kiln_status s = check_header_end(file, data + 8, n);
     if (s) return s;
+    char what[600];
+    snprintf(what, sizeof what, "'%s': header (JSON of %llu bytes from file byte 8)", file,
+             (unsigned long long)n);
+    kiln_json_doc doc;
+    if ((s = kiln_json_parse((const char *)data + 8, (size_t)n, what, 0, &doc))) return s;
     const kiln_json *root = doc.root;
     uint64_t data_start = 8 + n, data_size = size - data_start;
     size_t first = st->n_tensors;
@@ -236,27 +323,16 @@ kiln_status kiln_safetensors_parse(kiln_safetensors *st, const uint8_t *data, ui
         t->offset += data_start;
         st->n_tensors++;
     }
-    /* No two tensors of this file may share bytes. */
+    /* The tensors of this file tile its data. */
     size_t nt = st->n_tensors - first;
     if (!(order = kiln_malloc((nt ? nt : 1) * sizeof *order))) {
         s = kiln_error(KILN_ERR_NOMEM, "out of memory");
         goto done;
     }
-    size_t k = 0;
-    for (size_t i = first; i < st->n_tensors; i++)
-        if (st->tensors[i].nbytes) order[k++] = &st->tensors[i];
-    qsort(order, k, sizeof *order, by_offset);
-    for (size_t i = 1; i < k; i++)
-        if (order[i]->offset < order[i - 1]->offset + order[i - 1]->nbytes) {
-            s = kiln_error(
-                KILN_ERR_FORMAT,
-                "'%s': tensors '%.200s' (data_offsets [%llu, %llu]) and '%.200s' (from %llu) "
-                "overlap",
-                file, order[i - 1]->name, (unsigned long long)(order[i - 1]->offset - data_start),
-                (unsigned long long)(order[i - 1]->offset - data_start + order[i - 1]->nbytes),
-                order[i]->name, (unsigned long long)(order[i]->offset - data_start));
-            goto done;
-        }
+    for (size_t i = 0; i < nt; i++)
+        order[i] = &st->tensors[first + i];
+    qsort(order, nt, sizeof *order, by_offset);
+    s = check_coverage(file, order, nt, data_start, data_size);
 done:
     kiln_free(order);
     kiln_json_free(&doc);

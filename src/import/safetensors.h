@@ -2,8 +2,9 @@
  * a JSON header naming each tensor's dtype, shape and data_offsets, then the
  * data), one file or a sharded set listed by model.safetensors.index.json.
  * Every offset and size is checked against the file before a pointer is
- * formed; overlapping tensors, unknown dtypes and offsets past the file are
- * errors naming the file and the tensor. */
+ * formed; the tensors must cover the data exactly (no overlap, no hole, no
+ * trailing byte); unknown dtypes and offsets past the file are errors naming
+ * the file and the tensor, holes name the file and the gap. */
 #ifndef KILN_IMPORT_SAFETENSORS_H
 #define KILN_IMPORT_SAFETENSORS_H
 

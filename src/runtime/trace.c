@@ -24,14 +24,14 @@ typedef struct trace_ev {
     uint8_t ok; /* method: the call succeeded */
     int16_t backend;
     int32_t method;
-    int32_t node;      /* node index; partition: its first node */
-    int32_t node_last; /* partition: its last node */
-    int32_t partition; /* node: its partition within the call */
-    int64_t call;      /* the method call it belongs to, from 0 */
-    int64_t tokens;    /* method: T */
-    uint64_t t0, t1;   /* ns since the trace was created */
-    double flops, bytes;
-    const char *unit; /* the backend's own string, lives as long as the program */
+    int32_t node;          /* node index; partition: its first node */
+    int32_t node_last;     /* partition: its last node */
+    int32_t partition;     /* node: its partition within the call */
+    int64_t call;          /* the method call it belongs to, from 0 */
+    int64_t tokens;        /* method: T */
+    uint64_t t0, t1;       /* ns since the trace was created */
+    uint64_t flops, bytes; /* node: counts by the op's cost rules */
+    const char *unit;      /* the backend's own string, lives as long as the program */
 } trace_ev;
 
 #define TRACE_BLOCK 4096
@@ -124,6 +124,14 @@ void kiln_trace_call_begin(kiln_trace *t) {
     t->n_pend = 0;
 }
 
+/* The cost rules count in doubles, always whole numbers; the format writes
+ * unsigned 64-bit integers (docs/TRACE.md), so round and saturate. */
+static uint64_t count_u64(double v) {
+    if (!(v > 0)) return 0;
+    if (v >= 18446744073709551615.0) return UINT64_MAX; /* that double is 2^64 */
+    return (uint64_t)(v + 0.5);
+}
+
 void kiln_trace_node(kiln_trace *t, const kiln_program *p, int method, int part, int index,
                      const kiln_node *n, const kiln_tensor *const *in, const kiln_tensor *out,
                      uint64_t t0, uint64_t t1) {
@@ -141,8 +149,8 @@ void kiln_trace_node(kiln_trace *t, const kiln_program *p, int method, int part,
     e->call = t->n_calls;
     e->t0 = t0;
     e->t1 = t1;
-    e->flops = info->flops ? info->flops(n, in, out) : 0;
-    e->bytes = kiln_op_bytes(n, in, out);
+    e->flops = count_u64(info->flops ? info->flops(n, in, out) : 0);
+    e->bytes = count_u64(kiln_op_bytes(n, in, out));
     e->unit = b->unit ? b->unit(p->backend_ctx[n->backend], n, in) : b->name;
 }
 
@@ -246,9 +254,9 @@ static void write_event(FILE *f, const kiln_program *p, const trace_ev *e) {
     fputs(",\"unit\":", f);
     kiln_json_fput_str(f, e->unit ? e->unit : backend);
     fprintf(f,
-            ",\"fallback\":%s,\"start_ns\":%llu,\"end_ns\":%llu,\"flops\":%.17g,\"bytes\":%.17g}\n",
+            ",\"fallback\":%s,\"start_ns\":%llu,\"end_ns\":%llu,\"flops\":%llu,\"bytes\":%llu}\n",
             e->fallback ? "true" : "false", (unsigned long long)e->t0, (unsigned long long)e->t1,
-            e->flops, e->bytes);
+            (unsigned long long)e->flops, (unsigned long long)e->bytes);
 }
 
 kiln_status kiln_trace_write(const kiln_trace *t, const kiln_session *s, const char *path) {

@@ -1,11 +1,13 @@
 /* fuzz_common.h: what the fuzz targets share: the library's contract on
- * failure, a temporary file for loaders that take a path, and the
+ * failure, a temporary file or folder for loaders that take a path, and the
  * compiler's middle (build, verify, plan) for a model that imported. */
 #ifndef KILN_FUZZ_COMMON_H
 #define KILN_FUZZ_COMMON_H
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "compiler/passes.h"
@@ -31,6 +33,24 @@ static inline int fz_write_temp(const uint8_t *data, size_t size, const char *ex
                                 size_t cap) {
     const char *dir = getenv("TMPDIR");
     snprintf(path, cap, "%s/kiln-fuzz-%ld.%s", dir && *dir ? dir : "/tmp", (long)getpid(), ext);
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int ok = fwrite(data, 1, size, f) == size;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* A fresh folder $TMPDIR/kiln-fuzz-<pid>.d for loaders that read a folder;
+ * 0 on success. The caller removes what it writes, then the folder. */
+static inline int fz_temp_dir(char *path, size_t cap) {
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, cap, "%s/kiln-fuzz-%ld.d", dir && *dir ? dir : "/tmp", (long)getpid());
+    return mkdir(path, 0700) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+/* Writes the bytes to DIR/NAME; 0 on success. */
+static inline int fz_write_in(const char *dir, const char *name, const void *data, size_t size) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
     if (!f) return -1;
     int ok = fwrite(data, 1, size, f) == size;
