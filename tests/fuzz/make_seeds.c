@@ -440,31 +440,30 @@ int main(int argc, char **argv) {
             rc = 1;
         }
     }
-}
-/* GGUF: every model in f32 and f16, the block-wide one also quantized. */
-static const struct {
-    size_t model;
-    uint32_t type;
-    const char *name;
-} ggufs[] = {{0, 0, "f32"}, {1, 1, "f16"}, {2, 0, "f32"}, {3, 8, "q8_0"}, {3, 2, "q4_0"}};
-for (size_t i = 0; i < sizeof ggufs / sizeof *ggufs; i++) {
-    size_t len;
-    uint8_t *b = kt_llama2c_bytes(&models[ggufs[i].model], &len);
-    kt_gguf *g = b ? kt_gguf_from_llama2c(b, ggufs[i].type) : NULL;
-    snprintf(path, sizeof path, "%s/model%zu-%s.gguf", gguf, ggufs[i].model, ggufs[i].name);
-    rc |= !g || kt_gguf_write(g, path);
-    if (g) kt_gguf_free(g);
-    free(b);
-}
-snprintf(path, sizeof path, "%s/model0.bin", l2c);
-snprintf(tok, sizeof tok, "%s/tok8.bin", l2c);
-rc |= trace_seeds(sub[0], path, tok);
-rc |= npy_seeds(sub[1]);
-rc |= safetensors_seeds(sub[2]);
-rc |= tokenizer_seeds(sub[3]);
-rc |= chat_seeds(sub[4]);
-snprintf(tok, sizeof tok, "%s/tok300.bin", l2c);
-rc |= kt_write_tokenizer(tok, 300);
-if (rc) fprintf(stderr, "make_seeds: could not write every seed\n");
-return rc ? 1 : 0;
+    /* GGUF: every model in f32 and f16, the block-wide one also quantized. */
+    static const struct {
+        size_t model;
+        uint32_t type;
+        const char *name;
+    } ggufs[] = {{0, 0, "f32"}, {1, 1, "f16"}, {2, 0, "f32"}, {3, 8, "q8_0"}, {3, 2, "q4_0"}};
+    for (size_t i = 0; i < sizeof ggufs / sizeof *ggufs; i++) {
+        size_t len;
+        uint8_t *b = kt_llama2c_bytes(&models[ggufs[i].model], &len);
+        kt_gguf *g = b ? kt_gguf_from_llama2c(b, ggufs[i].type) : NULL;
+        snprintf(path, sizeof path, "%s/model%zu-%s.gguf", gguf, ggufs[i].model, ggufs[i].name);
+        rc |= !g || kt_gguf_write(g, path);
+        if (g) kt_gguf_free(g);
+        free(b);
+    }
+    snprintf(path, sizeof path, "%s/model0.bin", l2c);
+    snprintf(tok, sizeof tok, "%s/tok8.bin", l2c);
+    rc |= trace_seeds(sub[0], path, tok);
+    rc |= npy_seeds(sub[1]);
+    rc |= safetensors_seeds(sub[2]);
+    rc |= tokenizer_seeds(sub[3]);
+    rc |= chat_seeds(sub[4]);
+    snprintf(tok, sizeof tok, "%s/tok300.bin", l2c);
+    rc |= kt_write_tokenizer(tok, 300);
+    if (rc) fprintf(stderr, "make_seeds: could not write every seed\n");
+    return rc ? 1 : 0;
 }
