@@ -152,9 +152,24 @@ expect gen_both_prompts 2 "exactly one of -p and --prompt-ids" -- "$KILN" genera
 expect gen_bad_temp 2 "--temp must be" -- "$KILN" generate -m "$P" -p hi --temp -1
 expect gen_bad_n 2 "-n must be -1" -- "$KILN" generate -m "$P" -p hi -n -5
 expect gen_bad_ids 2 "--prompt-ids must be" -- "$KILN" generate -m "$P" --prompt-ids "1 x"
-expect gen_past_context 1 "exceeds the context of 64" -- "$KILN" generate -m "$P" --prompt-ids "1 2 3" -n 62 --temp 0
+# -n is the most new tokens: past the context, generation goes on to what
+# fits (the same ids as asking for exactly that) and stderr says so, exit 0;
+# a prompt with no room for a new token is an error (but with -n 0).
+out=$("$KILN" generate -m "$P" --prompt-ids "1 2 3" -n 62 --temp 0 --print-ids --ignore-eos 2>"$WORK/ctx.err")
+rc=$?
+fit=$("$KILN" generate -m "$P" --prompt-ids "1 2 3" -n 61 --temp 0 --print-ids --ignore-eos 2>"$WORK/fit.err")
+if [ $rc = 0 ] && [ "$(wc -w <<<"$out")" = 61 ] && [ "$out" = "$fit" ] &&
+  grep -qF "stopped at the context limit: prompt 3 + 61 generated tokens fill the context of 64 (-n asked for 62)" "$WORK/ctx.err" &&
+  ! grep -q "context limit" "$WORK/fit.err"
+then ok gen_past_context_stops_there; else bad gen_past_context_stops_there "rc $rc, $(wc -w <<<"$out") ids: $(cat "$WORK/ctx.err")"; fi
+expect gen_fills_context_says_so 0 "stopped at the context limit: prompt 3 + 61 generated tokens fill the context of 64" -- \
+  "$KILN" generate -m "$P" --prompt-ids "1 2 3" --temp 0 --ignore-eos --no-stats
 ids=$(seq -s ' ' 1 65)
 expect gen_prompt_too_long 1 "the prompt has 65 tokens, more than the context of 64" -- "$KILN" generate -m "$P" --prompt-ids "$ids" -n 0
+ids=$(seq -s ' ' 1 64)
+expect gen_prompt_fills_context 1 "the prompt has 64 tokens, the context holds 64: no room for a new token" -- \
+  "$KILN" generate -m "$P" --prompt-ids "$ids"
+expect gen_prompt_fills_context_n0 0 "" -- "$KILN" generate -m "$P" --prompt-ids "$ids" -n 0 --no-stats
 expect gen_id_outside_vocab 1 "outside the vocabulary" -- "$KILN" generate -m "$P" --prompt-ids "1 300" -n 2 --temp 0
 out=$("$KILN" generate -m "$P" --prompt-ids "1 40 50" -n 7 --temp 0 --print-ids 2>/dev/null)
 if [ "$(wc -w <<<"$out")" = 7 ]; then ok gen_print_ids_count; else bad gen_print_ids_count "got '$out'"; fi

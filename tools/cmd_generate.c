@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "devtools/devtools.h"
 #include "cli.h"
 #include "devtools/devtools.h"
 #include "kiln/kiln_llm.h"
@@ -70,7 +71,10 @@ static const kiln_cli_command COMMAND = {
              "\n"
              "Feeds the prompt through prefill (in chunks), then decodes new tokens.\n"
              "Text mode prints the prompt as decoded from its tokens, the generated\n"
-             "text, and a newline.\n"
+             "text, and a newline. Generation stops at an end token, after -n tokens, or\n"
+             "when prompt + generated tokens fill the context, which stderr then says\n"
+             "(exit code 0); a prompt that leaves no room for a new token is an error\n"
+             "(but with -n 0).\n"
              "\n",
     .notes = "\n"
              "Samplers run in llama.cpp's order: repeat penalty, top-k, top-p, min-p,\n"
@@ -339,10 +343,37 @@ static void echo_prompt(printer *pr, const int32_t *ids, int n_ids, int runc) {
     }
 }
 
+/* A prompt with no room for a new token in the program's context is an
+ * error, but with -n 0 (a prefill alone). */
+static kiln_status check_room(const kiln_program *prog, int n_ids, int n_predict, int *ctx) {
+    kiln_llm *lm;
+    kiln_status st = kiln_llm_bind(prog, &lm);
+    if (st) return st;
+    *ctx = kiln_llm_get_limits(lm)->context;
+    kiln_llm_free(lm);
+    if (n_predict != 0 && n_ids >= *ctx)
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "the prompt has %d tokens, the context holds %d: no room for a new "
+                          "token",
+                          n_ids, *ctx);
+    return KILN_OK;
+}
+
 /* The statistics on stderr (unless --no-stats) and in --stats-json; the
- * exit code of a generation that ran. */
-static int report(const options *o, const kiln_generate_result *res, double load_ms) {
+ * exit code of a generation that ran. A generation the context cut short is
+ * said whatever --no-stats says. */
+static int report(const options *o, const kiln_generate_result *res, double load_ms, int ctx) {
     int rc = KILN_EXIT_OK;
+    if (res->stopped_at_context && o->smp.gen.n_predict > 0)
+        fprintf(stderr,
+                "kiln generate: stopped at the context limit: prompt %d + %d generated tokens "
+                "fill the context of %d (-n asked for %d)\n",
+                res->n_prompt, res->n_generated, ctx, o->smp.gen.n_predict);
+    else if (res->stopped_at_context)
+        fprintf(stderr,
+                "kiln generate: stopped at the context limit: prompt %d + %d generated tokens "
+                "fill the context of %d\n",
+                res->n_prompt, res->n_generated, ctx);
     long long rss = peak_rss();
     if (!o->no_stats) print_stats(stderr, res, load_ms, rss);
     if (o->stats_json && write_stats_json(o->stats_json, res, load_ms, rss)) {
@@ -382,7 +413,7 @@ int kiln_cmd_generate(int argc, char **argv) {
     kiln_tokenizer *tok = NULL;
     kiln_trace *trace = NULL;
     int32_t *ids = NULL;
-    int n_ids = 0, print_ids = opt.print_ids;
+    int n_ids = 0, print_ids = opt.print_ids, ctx = 0;
     printer pr = {NULL, NULL, -1, print_ids, 0, 0, 0, opt.stop.v, opt.stop.n, NULL, 0, 0};
     double load_t0 = now_ms();
     kiln_status st = kiln_program_open_with(opt.model, &opt.smp.open, &prog);
@@ -403,7 +434,8 @@ int kiln_cmd_generate(int argc, char **argv) {
     double load_ms = now_ms() - load_t0;
     if ((opt.trace &&
          ((st = kiln_trace_create(&trace)) || (st = kiln_session_set_trace(sess, trace)))) ||
-        (st = kiln_generate_check(prog, ids, n_ids, &o)))
+        (st = kiln_generate_check(prog, ids, n_ids, &o)) ||
+        (st = check_room(prog, n_ids, o.n_predict, &ctx)))
         goto fail;
     if (!print_ids && !opt.chat) echo_prompt(&pr, ids, n_ids, runc); /* tok is set: text mode */
     kiln_generate_result res;
@@ -417,7 +449,7 @@ int kiln_cmd_generate(int argc, char **argv) {
     if (!print_ids) print_flush(&pr);
     printf("\n");
     kiln_cli_flush();
-    rc = report(&opt, &res, load_ms);
+    rc = report(&opt, &res, load_ms, ctx);
     goto done;
 fail:
     rc = kiln_cli_fail(cmd, st);

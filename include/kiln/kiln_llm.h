@@ -222,7 +222,9 @@ KILN_API kiln_status kiln_llm_decode(kiln_session *session, const kiln_llm *llm,
  * id), whatever the other settings. Out-of-range values are
  * KILN_ERR_INVALID_ARG, with a message naming the option and value. */
 typedef struct kiln_generate_options {
-    int n_predict;     /* most new tokens; -1 = until an end token or the context is full */
+    int n_predict;     /* most new tokens (the context caps them too: see
+                        * kiln_generate_result.stopped_at_context); -1 = until an end
+                        * token or the context is full */
     float temperature; /* >= 0; default 0.8; 0 = greedy (ties to the lowest id; only the
                         * repeat penalty applies before it, as in llama.cpp) */
     uint64_t seed;     /* sampler seed; default 1 (0 is taken as a fixed non-zero state) */
@@ -261,13 +263,23 @@ typedef struct kiln_generate_result {
                          * prompt, then every generated token that went through
                          * decode (an end token and the last token of a run cut
                          * short by n_predict, on_token or the context do not) */
+
+    /* 1 when the context ended generation: every position was taken (prompt
+     * + generated = the context) before an end token, and n_predict was -1
+     * or asked for more. */
+    int stopped_at_context;
 } kiln_generate_result;
 
 /* Runs a prompt through `prefill` (in chunks no longer than the method
  * allows) and generates with `decode`, starting from position 0 of a session
- * that this call resets first. A prompt longer than the context, or an
- * explicit n_predict that would take prompt + generation past it, is
- * KILN_ERR_INVALID_ARG before any work. */
+ * that this call resets first. A prompt longer than the context is
+ * KILN_ERR_INVALID_ARG before any work. Generation ends at an end token,
+ * after n_predict tokens, when on_token asks, or when the context is full
+ * (prompt + generated tokens = the context; result->stopped_at_context then
+ * says so), whichever comes first: an n_predict past the context generates
+ * what fits, as llama.cpp stops at its context. A prompt that fills the
+ * context exactly generates nothing (stopped_at_context, unless n_predict
+ * is 0). */
 KILN_API kiln_status kiln_generate(kiln_session *session, const int32_t *prompt, int n_prompt,
                                    const kiln_generate_options *options,
                                    kiln_generate_result *result);
@@ -281,16 +293,18 @@ KILN_API kiln_status kiln_generate(kiln_session *session, const int32_t *prompt,
  * attention at position p reads rows 0..p only. start_pos 0 resets the
  * session first, which makes it kiln_generate. The repeat penalty's window
  * sees only this call's ids and tokens. result->n_prompt is n_new.
- * start_pos + n_new past the context (or an explicit n_predict past it) is
- * KILN_ERR_INVALID_ARG before any work. Used for multi-turn chat, where each
- * turn prefills only what the new render does not share with the cache. */
+ * start_pos + n_new past the context is KILN_ERR_INVALID_ARG before any
+ * work; generation stops at the context as kiln_generate's does. Used for
+ * multi-turn chat, where each turn prefills only what the new render does
+ * not share with the cache. */
 KILN_API kiln_status kiln_generate_continue(kiln_session *session, const int32_t *new_ids,
                                             int n_new, int start_pos,
                                             const kiln_generate_options *options,
                                             kiln_generate_result *result);
 
-/* The checks kiln_generate makes before any work (context, ids, options),
- * so a caller can validate before printing anything. */
+/* The checks kiln_generate makes before any work (the prompt fits the
+ * context, ids, options), so a caller can validate before printing
+ * anything. */
 KILN_API kiln_status kiln_generate_check(const kiln_program *program, const int32_t *prompt,
                                          int n_prompt, const kiln_generate_options *options);
 

@@ -25,15 +25,9 @@ static kiln_status check_at(const kiln_llm *lm, const int32_t *prompt, int n_pro
                             const kiln_generate_options *o) {
     kiln_status st = kiln_llm_check_tokens(lm, prompt, n_prompt, start);
     if (st) return st;
-    int ctx = kiln_llm_get_limits(lm)->context;
     if (o->n_predict < -1)
         return kiln_error(KILN_ERR_INVALID_ARG, "n_predict %d: use -1 (no limit) or a count >= 0",
                           o->n_predict);
-    if (o->n_predict >= 0 && (int64_t)start + n_prompt + o->n_predict > ctx)
-        return kiln_error(KILN_ERR_INVALID_ARG,
-                          "prompt (%d tokens) + %d new tokens = %lld exceeds the context of %d",
-                          start + n_prompt, o->n_predict,
-                          (long long)start + n_prompt + o->n_predict, ctx);
     if (!(o->temperature >= 0.0f))
         return kiln_error(KILN_ERR_INVALID_ARG, "temperature %g must be a number >= 0",
                           (double)o->temperature);
@@ -76,7 +70,10 @@ kiln_status kiln_generate_continue(kiln_session *s, const int32_t *prompt, int n
         return st;
     }
     const int ctx = kiln_llm_get_limits(lm)->context, vocab = kiln_llm_get_limits(lm)->vocab;
-    int limit = o->n_predict >= 0 ? o->n_predict : ctx - start - n_prompt;
+    /* n_predict is the most new tokens; the context caps them too (the
+     * prompt and every generated token take a position each). */
+    const int room = ctx - start - n_prompt;
+    const int limit = o->n_predict >= 0 && o->n_predict < room ? o->n_predict : room;
     kiln_sampler_params sp = {o->temperature, o->top_k, o->top_p, o->min_p, o->repeat_penalty};
     kiln_sampler smp;
     /* This call's context (prompt, then generated tokens; history[i] is
@@ -126,6 +123,9 @@ kiln_status kiln_generate_continue(kiln_session *s, const int32_t *prompt, int n
         res->n_past = pos;
     }
     res->decode_ms = kiln_now_ms() - t1;
+    /* The context, not n_predict or an end token, ended the answer. */
+    res->stopped_at_context = !res->stopped_at_end && res->n_generated == room &&
+                              (o->n_predict < 0 || o->n_predict > room);
 done:
     kiln_free(history);
     kiln_sampler_free(&smp);
