@@ -75,6 +75,13 @@ const char *kiln_backend_default(void);
 kiln_status kiln_ref_exec(void *ctx, const kiln_node *n, const kiln_tensor *const *in,
                           kiln_tensor *out, void *scratch, uint64_t scratch_bytes);
 
+/* The refuse= option both test backends take (test/test_backend.c): a
+ * "+"-separated op list, each a known op, stored under `key`; and whether
+ * it names node n's op. */
+kiln_status kiln_test_refuse_set(kiln_module *m, const char *backend, const char *key,
+                                 const char *ops);
+int kiln_test_refuses(const kiln_module *m, const char *key, const kiln_node *n);
+
 /* The cpu backend's prepare (cpu/pack.c). */
 kiln_status kiln_cpu_prepare(kiln_module *m, int b, const kiln_prepare_options *o);
 

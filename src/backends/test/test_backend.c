@@ -11,6 +11,31 @@
 #define KEY_REFUSE "backend.test.refuse"
 #define KEY_PERTURB "backend.test.perturb"
 
+kiln_status kiln_test_refuse_set(kiln_module *m, const char *backend, const char *key,
+                                 const char *ops) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", ops);
+    for (char *save = NULL, *op = strtok_r(buf, "+", &save); op; op = strtok_r(NULL, "+", &save))
+        if (kiln_op_from_name(op) < 0)
+            return kiln_error(KILN_ERR_INVALID_ARG, "backend '%s': refuse names unknown op '%s'",
+                              backend, op);
+    return kiln_meta_set_str(m, key, ops);
+}
+
+int kiln_test_refuses(const kiln_module *m, const char *key, const kiln_node *n) {
+    const kiln_meta *e = kiln_meta_find(m, key);
+    if (!e || e->type != KILN_META_STR) return 0;
+    const char *name = kiln_op_name(n->op);
+    size_t len = strlen(name);
+    for (const char *p = e->s; *p;) {
+        const char *end = strchr(p, '+');
+        size_t l = end ? (size_t)(end - p) : strlen(p);
+        if (l == len && strncmp(p, name, len) == 0) return 1;
+        p += l + (end ? 1 : 0);
+    }
+    return 0;
+}
+
 static kiln_status test_configure(kiln_module *m, const char *options) {
     char buf[1024];
     if (!options) return KILN_OK;
@@ -26,13 +51,7 @@ static kiln_status test_configure(kiln_module *m, const char *options) {
         const char *val = eq + 1;
         kiln_status st;
         if (strcmp(kv, "refuse") == 0) {
-            char ops[1024];
-            strcpy(ops, val);
-            for (char *s2 = NULL, *op = strtok_r(ops, "+", &s2); op; op = strtok_r(NULL, "+", &s2))
-                if (kiln_op_from_name(op) < 0)
-                    return kiln_error(KILN_ERR_INVALID_ARG,
-                                      "backend 'test': refuse names unknown op '%s'", op);
-            st = kiln_meta_set_str(m, KEY_REFUSE, val);
+            st = kiln_test_refuse_set(m, "test", KEY_REFUSE, val);
         } else if (strcmp(kv, "perturb") == 0) {
             st = kiln_meta_set_str(m, KEY_PERTURB, val);
         } else {
@@ -45,17 +64,7 @@ static kiln_status test_configure(kiln_module *m, const char *options) {
 }
 
 static int test_supports(const kiln_module *m, const kiln_graph *g, const kiln_node *n) {
-    const kiln_meta *e = kiln_meta_find(m, KEY_REFUSE);
-    if (!e || e->type != KILN_META_STR) return 1;
-    const char *name = kiln_op_name(n->op);
-    size_t len = strlen(name);
-    for (const char *p = e->s; *p;) {
-        const char *end = strchr(p, '+');
-        size_t l = end ? (size_t)(end - p) : strlen(p);
-        if (l == len && strncmp(p, name, len) == 0) return 0;
-        p += l + (end ? 1 : 0);
-    }
-    return 1;
+    return !kiln_test_refuses(m, KEY_REFUSE, n);
 }
 
 static kiln_status test_open(const kiln_module *m, const kiln_open_options *options, void **ctx) {

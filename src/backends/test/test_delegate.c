@@ -22,27 +22,11 @@ static kiln_status testd_configure(kiln_module *m, const char *options) {
     if (strncmp(options, "refuse=", 7) || strchr(options, ':'))
         return kiln_error(KILN_ERR_INVALID_ARG, "backend 'testd': unknown option '%s' (refuse)",
                           options);
-    char ops[1024];
-    snprintf(ops, sizeof ops, "%s", options + 7);
-    for (char *save = NULL, *op = strtok_r(ops, "+", &save); op; op = strtok_r(NULL, "+", &save))
-        if (kiln_op_from_name(op) < 0)
-            return kiln_error(KILN_ERR_INVALID_ARG, "backend 'testd': refuse names unknown op '%s'",
-                              op);
-    return kiln_meta_set_str(m, KEY_REFUSE, options + 7);
+    return kiln_test_refuse_set(m, "testd", KEY_REFUSE, options + 7);
 }
 
 static int testd_supports(const kiln_module *m, const kiln_graph *g, const kiln_node *n) {
-    const kiln_meta *e = kiln_meta_find(m, KEY_REFUSE);
-    if (!e || e->type != KILN_META_STR) return 1;
-    const char *name = kiln_op_name(n->op);
-    size_t len = strlen(name);
-    for (const char *p = e->s; *p;) {
-        const char *end = strchr(p, '+');
-        size_t l = end ? (size_t)(end - p) : strlen(p);
-        if (l == len && !strncmp(p, name, len)) return 0;
-        p += l + (end ? 1 : 0);
-    }
-    return 1;
+    return !kiln_test_refuses(m, KEY_REFUSE, n);
 }
 
 /* The blob: MAGIC, then one line per partition: "<graph> <first> <n_nodes>". */
