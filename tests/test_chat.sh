@@ -217,6 +217,112 @@ if [ $? = 1 ] && grep -q "not recognised (no ChatML markers" <<<"$out"; then ok 
 out=$("$KILN" chat --render-only --chat-template nope --messages "$WORK/empty.json" 2>&1)
 if [ $? = 1 ] && grep -q "neither chatml" <<<"$out"; then ok unknown_template_name; else bad unknown_template_name "$out"; fi
 
+# --messages is read in both modes: a file that cannot be read, or a NUL
+# byte in a message, is an error naming it.
+out=$("$KILN" chat --render-only --chat-template chatml --messages /nonexistent 2>&1)
+if [ $? = 1 ] && grep -q "cannot read '/nonexistent'" <<<"$out"; then ok render_messages_missing; else bad render_messages_missing "$out"; fi
+printf '%s' '[{"role":"user","content":"a"},{"role":"user","content":"b\u0000c"}]' >"$WORK/nul.json"
+out=$("$KILN" chat --render-only --chat-template chatml --messages "$WORK/nul.json" 2>&1)
+if [ $? = 1 ] && grep -qF 'message 1: its content holds a NUL byte (\u0000) at byte 1' <<<"$out"; then ok render_refuses_nul
+else bad render_refuses_nul "$out"; fi
+
+# `kiln chat` at the context's limit, on the committed Qwen2 fixture (tiny,
+# random weights: its greedy answers are gibberish, but deterministic) with
+# a context of 96 tokens. Each " a" of a line is 2 tokens, a lone line 7 more.
+FIXQ=$HERE/data/hf/qwen2_bf16
+Q=$WORK/q.kiln
+if [ ! -f "$FIXQ/config.json" ]; then
+  skipped chat_context "$FIXQ absent"
+elif ! command -v python3 >/dev/null; then
+  skipped chat_context "python3 unavailable"
+elif ! "$KILN" compile "$FIXQ" -o "$Q" --max-seq 96 >"$WORK/err" 2>&1; then
+  bad chat_context_compile "$(cat "$WORK/err")"
+else
+  words() { python3 -c "import sys; print(' '.join([sys.argv[1]] * int(sys.argv[2])))" "$1" "$2"; }
+  # A long conversation: the oldest turns go (whole turns; the system
+  # message stays), the cache is re-prefilled from where the render
+  # changed, every line is answered, and the render always leaves -n (8)
+  # tokens for the answer.
+  printf 'hi\nthe cat sat on the mat\nabc\nhello world\nmore words here\nok\nthe dog ran\nyes\nno more\nend\n' |
+    "$KILN" chat -m "$Q" --system "be kind" --temp 0 -n 8 >"$WORK/out" 2>"$WORK/err"
+  rc=$?
+  if python3 - "$WORK/err" <<'PY'
+import re, sys
+err = open(sys.argv[1]).read()
+turns = {int(t): (int(n), int(p)) for n, p, t in
+         [(m.group(2), m.group(3), m.group(1)) for m in re.finditer(r"turn (\d+): prefilled (\d+) new tokens at position (\d+)", err)]}
+assert sorted(turns) == list(range(1, 11)), "answered turns %s" % sorted(turns)
+drops = [(int(a), int(b), int(c), int(d)) for a, b, c, d in
+         re.findall(r"turn (\d+): context full: dropped the oldest (\d+) turns? \(\d+ messages\), (\d+) tokens freed \(the conversation now takes (\d+) of 96\)", err)]
+assert len(drops) >= 2, "expected drops, got %r" % drops
+for t, k, freed, now in drops:
+    n, pos = turns[t]
+    reuse = re.search(r"turn %d: reusing (\d+) of" % t, err)
+    assert reuse and int(reuse.group(1)) == pos, "turn %d: prefill at %d, reuse %r" % (t, pos, reuse)
+    assert pos + n == now and now + 8 <= 96 and freed > 0 and k >= 1, (t, n, pos, now)
+    assert 0 < pos < now, "turn %d: the system message's tokens are kept" % t
+PY
+  then [ $rc = 0 ] && ok chat_context_drops_oldest_turns || bad chat_context_drops_oldest_turns "rc $rc"
+  else bad chat_context_drops_oldest_turns "rc $rc: $(cat "$WORK/err")"; fi
+
+  # Lines that nearly fill the context alone: each drops the turn before,
+  # and an answer that reaches the end of the context is cut there and
+  # said, exit code 0 (the room is 1 or 3 tokens: greedy answers run past).
+  { words a 44; words a 43; words b 44; words c 43; } |
+    "$KILN" chat -m "$Q" --temp 0 -n 20 >"$WORK/out" 2>"$WORK/err"
+  rc=$?
+  if python3 - "$WORK/err" <<'PY'
+import re, sys
+err = open(sys.argv[1]).read()
+cut = re.findall(r"turn (\d+): the answer hit the context limit \(96 tokens\) after (\d+) tokens?: cut there", err)
+assert cut, "no answer was cut"
+for t, g in cut:
+    n, pos, gen = map(int, re.search(r"turn %s: prefilled (\d+) new tokens at position (\d+), generated (\d+)" % t, err).groups())
+    assert gen == int(g) and pos + n + gen == 96, (t, n, pos, gen)
+assert len(re.findall(r"prefilled", err)) == 4
+PY
+  then [ $rc = 0 ] && ok chat_answer_cut_at_context || bad chat_answer_cut_at_context "rc $rc"
+  else bad chat_answer_cut_at_context "rc $rc: $(cat "$WORK/err")"; fi
+
+  # A line too big even alone is an error for its turn (exit code 1 at the
+  # end); the conversation goes on with the next line, without it. So is a
+  # line holding a NUL byte.
+  { echo hi; words a 60; printf 'x\0y\n'; echo abc; } |
+    "$KILN" chat -m "$Q" --temp 0 -n 8 >"$WORK/out" 2>"$WORK/err"
+  rc=$?
+  if [ $rc = 1 ] && grep -q "turn 2: it takes 127 tokens alone (with the system message and the assistant's prompt), the context holds 96: no room for an answer; turn skipped" "$WORK/err" &&
+    grep -q "turn 3: the line holds a NUL byte (byte 1)" "$WORK/err" &&
+    grep -q "turn 1: prefilled" "$WORK/err" && grep -q "turn 4: prefilled" "$WORK/err" &&
+    ! grep -q "turn [23]: prefilled" "$WORK/err"
+  then ok chat_turn_too_big_skipped; else bad chat_turn_too_big_skipped "rc $rc: $(cat "$WORK/err")"; fi
+
+  # --messages without --render-only is the conversation chat goes on from:
+  # one that ends with a user message is answered first, as a fresh
+  # `kiln generate` answers its render; a missing file or a NUL byte is an
+  # error before any turn.
+  printf '%s' '[{"role":"system","content":"be kind"},{"role":"user","content":"hello"},{"role":"assistant","content":"hi there"},{"role":"user","content":"bye"}]' >"$WORK/m.json"
+  "$KILN" chat -m "$Q" --messages "$WORK/m.json" --temp 0 -n 6 </dev/null >"$WORK/out" 2>"$WORK/err"
+  rc=$?
+  "$KILN" chat --render-only -m "$Q" --messages "$WORK/m.json" >"$WORK/prompt"
+  prompt=$(cat "$WORK/prompt"; printf x)
+  "$KILN" generate -m "$Q" -p "${prompt%x}" --temp 0 -n 6 --no-stats >"$WORK/fresh" 2>/dev/null
+  if [ $rc = 0 ] && cat "$WORK/prompt" "$WORK/out" | cmp -s - "$WORK/fresh" && grep -q "turn 1: prefilled" "$WORK/err"
+  then ok chat_messages_used; else bad chat_messages_used "rc $rc: $(cat "$WORK/err")"; fi
+  expect() { # NAME RC GREP -- CMD... (stdin empty)
+    local name=$1 want=$2 pat=$3 out rc
+    shift 4
+    out=$("$@" </dev/null 2>&1)
+    rc=$?
+    if [ "$rc" = "$want" ] && grep -qF -- "$pat" <<<"$out"; then ok "$name"; else bad "$name" "exit $rc: $out"; fi
+  }
+  expect chat_messages_missing 1 "kiln chat: error: --messages: cannot read '/nonexistent': No such file or directory" -- \
+    "$KILN" chat -m "$Q" --messages /nonexistent
+  expect chat_messages_nul 1 "message 1: its content holds a NUL byte" -- "$KILN" chat -m "$Q" --messages "$WORK/nul.json"
+  expect chat_messages_and_system 2 "--system and the system message of --messages" -- \
+    "$KILN" chat -m "$Q" --messages "$WORK/m.json" --system "x"
+  expect chat_no_generation_prompt 2 "--no-generation-prompt needs --render-only" -- "$KILN" chat -m "$Q" --no-generation-prompt
+fi
+
 if [ ! -f "$GGUF" ]; then
   skipped smollm2 "$GGUF not in the cache"
   finish
