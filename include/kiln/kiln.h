@@ -143,6 +143,15 @@ typedef struct kiln_open_options {
     const char *backend;
 } kiln_open_options;
 
+/* Where the QNN delegate finds Qualcomm's runtime (libQnnHtp.so and the
+ * libraries beside it): the folder given here, else $KILN_QNN_LIB, else the
+ * cache folder scripts/fetch-qnn.sh fills ($XDG_CACHE_HOME/kiln/qnn, else
+ * ~/.cache/kiln/qnn). Process-wide, because the library is: one copy is
+ * loaded per process, on the first compile or open that needs it. Call it
+ * before that; afterwards another folder is KILN_ERR_INVALID_ARG. NULL
+ * restores the default order. Kiln never ships Qualcomm's libraries. */
+KILN_API kiln_status kiln_qnn_set_library_dir(const char *dir);
+
 /* kiln_program_open with options (NULL = all defaults). */
 KILN_API kiln_status kiln_program_open_with(const char *path, const kiln_open_options *options,
                                             kiln_program **out);
