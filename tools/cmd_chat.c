@@ -339,7 +339,8 @@ static void conv_drop(conversation *c, int from, int to) {
         free((char *)c->conv[i].role);
         free((char *)c->conv[i].content);
     }
-    memmove(c->conv + from, c->conv + to, sizeof *c->conv * (size_t)(c->n_conv - to));
+    if (c->n_conv > to) /* conv is NULL while empty */
+        memmove(c->conv + from, c->conv + to, sizeof *c->conv * (size_t)(c->n_conv - to));
     c->n_conv -= to - from;
 }
 

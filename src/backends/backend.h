@@ -89,5 +89,6 @@ extern const kiln_backend kiln_backend_ref_impl;
 extern const kiln_backend kiln_backend_test_impl;
 extern const kiln_backend kiln_backend_cpu_impl;
 extern const kiln_backend kiln_backend_testd_impl;
+extern const kiln_backend kiln_backend_qnn_impl;
 
 #endif /* KILN_BACKEND_H */

@@ -1,0 +1,529 @@
+/* qnn_delegate.c: `qnn`, the Qualcomm HTP (Hexagon NPU) delegate.
+ *   --backend qnn[:soc=SM8650][:refuse=OP+OP],cpu
+ * At compile time every node QNN validates (qnn_lower.c) is the delegate's;
+ * prepare builds each of its partitions into a graph of one QNN context,
+ * prepared for the SoC, and stores the context binary with Kiln's table
+ * of the graphs' tensors (qnn_blob.c) as the program's blob. At open the
+ * binary is loaded; a call binds Kiln's buffers to the graph's inputs and
+ * outputs, pads a short call to the graph's rows, and writes the KV rows
+ * the graph returns into the cache (only the call's real rows). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backends/qnn/qnn.h"
+
+#define KEY_SOC "backend.qnn.soc"
+#define KEY_REFUSE "backend.qnn.refuse"
+
+/* ---- compile time ---------------------------------------------------------------- */
+
+/* One set of handles for validating nodes while partitioning (supports has
+ * no place to keep them), and what QNN rejected, for prepare's log. */
+static pthread_mutex_t compile_lock = PTHREAD_MUTEX_INITIALIZER;
+static qnn_rt check_rt;
+static char rejected[2048];
+static int n_rejected;
+
+static kiln_status qnn_configure(kiln_module *m, const char *options) {
+    int soc = QNN_SOC_DEFAULT;
+    kiln_status st = KILN_OK;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", options ? options : "");
+    for (char *save = NULL, *o = strtok_r(buf, ":", &save); o && !st;
+         o = strtok_r(NULL, ":", &save)) {
+        if (!strncmp(o, "soc=", 4)) {
+            if ((soc = qnn_soc_from_name(o + 4)) < 0) {
+                char names[256];
+                qnn_soc_names(names, sizeof names);
+                return kiln_error(KILN_ERR_INVALID_ARG, "backend 'qnn': unknown SoC '%s' (%s)",
+                                  o + 4, names);
+            }
+        } else if (!strncmp(o, "refuse=", 7)) {
+            st = kiln_test_refuse_set(m, "qnn", KEY_REFUSE, o + 7);
+        } else {
+            return kiln_error(KILN_ERR_INVALID_ARG,
+                              "backend 'qnn': unknown option '%s' (soc=NAME, refuse=OP+OP)", o);
+        }
+    }
+    if (st || (st = kiln_meta_set_int(m, KEY_SOC, soc))) return st;
+    pthread_mutex_lock(&compile_lock);
+    if (check_rt.lib && check_rt.soc != soc) qnn_rt_close(&check_rt);
+    if (!check_rt.lib) st = qnn_rt_open(&check_rt, soc);
+    rejected[0] = 0, n_rejected = 0;
+    pthread_mutex_unlock(&compile_lock);
+    return st;
+}
+
+static int qnn_supports(const kiln_module *m, const kiln_graph *g, const kiln_node *n) {
+    if (kiln_test_refuses(m, KEY_REFUSE, n)) return 0;
+    pthread_mutex_lock(&compile_lock);
+    char why[256];
+    int ok = check_rt.lib && qnn_validate_node(&check_rt, m, g, n, why, sizeof why);
+    if (!ok && check_rt.lib) {
+        n_rejected++;
+        size_t at = strlen(rejected);
+        if (n_rejected <= 8)
+            snprintf(rejected + at, sizeof rejected - at,
+                     "%snode '%s' (%s) goes to the next backend: %s", at ? "\n" : "", n->name,
+                     kiln_op_name(n->op), why);
+    }
+    pthread_mutex_unlock(&compile_lock);
+    return ok;
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static void say(const kiln_prepare_options *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void say(const kiln_prepare_options *o, const char *fmt, ...) {
+    if (!o->log) return;
+    char line[2400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    o->log(o->log_user, line);
+}
+
+static kiln_status qnn_prepare(kiln_module *m, int b, const kiln_prepare_options *o) {
+    pthread_mutex_lock(&compile_lock);
+    if (n_rejected)
+        say(o, "qnn: %d node%s rejected by QNN:\n%s%s", n_rejected, n_rejected == 1 ? "" : "s",
+            rejected, n_rejected > 8 ? "\n..." : "");
+    pthread_mutex_unlock(&compile_lock);
+    int n_graphs = 0;
+    for (int k = 0; k < m->n_methods; k++)
+        for (int j = 0; j < m->methods[k].n_parts; j++)
+            n_graphs += m->methods[k].parts[j].backend == b;
+    if (!n_graphs) return KILN_OK;
+    int soc = (int)kiln_meta_int_or(m, KEY_SOC, QNN_SOC_DEFAULT);
+    qnn_rt rt;
+    kiln_status st = qnn_rt_open(&rt, soc);
+    if (st) return st;
+    const qnn_fn *f = rt.lib->fn;
+    qnn_handle ctx = NULL;
+    qnn_err e = f->context_create(rt.be, rt.dev, NULL, &ctx);
+    if (e) {
+        st = qnn_fail(rt.lib, "contextCreate", e);
+        qnn_rt_close(&rt);
+        return st;
+    }
+    qnn_graph_info *gis = kiln_calloc((size_t)n_graphs, sizeof *gis);
+    if (!gis) st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+    int made = 0;
+    double t0 = now_ms();
+    for (int k = 0; k < m->n_methods && !st; k++)
+        for (int j = 0; j < m->methods[k].n_parts && !st; j++) {
+            kiln_graph *g = &m->methods[k];
+            kiln_partition *p = &g->parts[j];
+            if (p->backend != b) continue;
+            char name[KILN_NAME_MAX + 16];
+            snprintf(name, sizeof name, "%.200s_p%d", g->name, j);
+            double t1 = now_ms();
+            int quiet = qnn_quiet_begin();
+            st = qnn_lower_partition(&rt, ctx, m, g, p, name, &gis[made]);
+            qnn_quiet_end(quiet);
+            if (st) {
+                st = kiln_error_wrap(st, "method '%s', partition %d", g->name, j);
+                break;
+            }
+            gis[made].method = k, gis[made].part = j;
+            say(o,
+                "qnn: graph '%s': nodes %d..%d, %d inputs and outputs, built and finalized in "
+                "%.0f ms",
+                name, p->first, p->first + p->n_nodes - 1, gis[made].n_io, now_ms() - t1);
+            made++;
+            kiln_free(p->graph);
+            if (!(p->graph = kiln_strdup(name))) st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+        }
+    uint8_t *bin = NULL, *blob = NULL;
+    uint64_t cap = 0, size = 0, blob_size = 0;
+    if (!st && (e = f->context_get_binary_size(ctx, &cap)))
+        st = qnn_fail(rt.lib, "contextGetBinarySize", e);
+    if (!st && !(bin = kiln_malloc(cap ? cap : 1)))
+        st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+    if (!st && (e = f->context_get_binary(ctx, bin, cap, &size)))
+        st = qnn_fail(rt.lib, "contextGetBinary", e);
+    if (!st) st = qnn_blob_write(soc, gis, made, bin, size, &blob, &blob_size);
+    kiln_free(bin);
+    f->context_free(ctx, NULL);
+    char api[32];
+    snprintf(api, sizeof api, "%u.%u.%u", rt.lib->api.core.major, rt.lib->api.core.minor,
+             rt.lib->api.core.patch);
+    const char *build = rt.lib->build_id;
+    qnn_rt_close(&rt);
+    for (int i = 0; i < made; i++)
+        qnn_graph_info_free(&gis[i]);
+    kiln_free(gis);
+    if (st) {
+        kiln_free(blob);
+        return st;
+    }
+    int index;
+    if ((st = kiln_module_add_blob(m, b, blob, blob_size, &index))) return st;
+    kiln_blob *bl = &m->blobs[index];
+    if ((st = kiln_blob_set_prop(bl, "format", "kiln-qnn-1")) ||
+        (st = kiln_blob_set_prop(bl, "soc", qnn_soc_name(soc) ? qnn_soc_name(soc) : "?")) ||
+        (st = kiln_blob_set_prop(bl, "qairt", build)) ||
+        (st = kiln_blob_set_prop(bl, "core_api", api)))
+        return st;
+    for (int k = 0; k < m->n_methods; k++)
+        for (int j = 0; j < m->methods[k].n_parts; j++)
+            if (m->methods[k].parts[j].backend == b) m->methods[k].parts[j].blob = index;
+    say(o, "qnn: %d graph%s in one context for %s, binary %.1f MB, %.1f s (QAIRT %s)", made,
+        made == 1 ? "" : "s", qnn_soc_name(soc) ? qnn_soc_name(soc) : "?", (double)blob_size / 1e6,
+        (now_ms() - t0) / 1e3, build);
+    return KILN_OK;
+}
+
+/* ---- run time ---------------------------------------------------------------------- */
+
+typedef struct stage {
+    struct stage *next;
+} stage;
+
+typedef struct {
+    const kiln_module *m;
+    qnn_rt rt;
+    qnn_handle ctx;
+    qnn_blob_view view;
+    uint64_t stage_bytes; /* per call: the largest graph's host buffers */
+    pthread_mutex_t lock;
+    stage *free_stages;
+} qnn_ctx;
+
+static kiln_status qnn_open(const kiln_module *m, const kiln_open_options *options, void **out) {
+    qnn_ctx *c = kiln_calloc(1, sizeof *c);
+    if (!c) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    c->m = m;
+    pthread_mutex_init(&c->lock, NULL);
+    *out = c;
+    return KILN_OK;
+}
+
+static void qnn_close(void *ctx) {
+    qnn_ctx *c = ctx;
+    if (!c) return;
+    if (c->ctx) c->rt.lib->fn->context_free(c->ctx, NULL);
+    qnn_rt_close(&c->rt);
+    qnn_blob_view_free(&c->view);
+    for (stage *s = c->free_stages, *n; s; s = n) {
+        n = s->next;
+        kiln_free(s);
+    }
+    pthread_mutex_destroy(&c->lock);
+    kiln_free(c);
+}
+
+static uint64_t io_bytes(const qnn_io *x) {
+    uint64_t n = x->dtype == QNN_FLOAT16 ? 2 : 4;
+    for (uint32_t d = 0; d < x->rank; d++)
+        n *= x->dims[d];
+    return n;
+}
+
+/* What a call of graph gi needs on the host: the tensors' descriptions,
+ * then the inputs and outputs Kiln does not hold itself. */
+static uint64_t stage_need(const qnn_graph_info *gi) {
+    uint64_t n = (uint64_t)gi->n_io * sizeof(qnn_tensor);
+    for (int i = 0; i < gi->n_io; i++) {
+        const qnn_io *x = &gi->io[i];
+        if (x->role == QNN_IN_POSITIONS || x->role == QNN_IN_MASK_NEW ||
+            x->role == QNN_IN_MASK_ALL || x->role == QNN_OUT_KV_ROWS ||
+            (x->role == QNN_IN_VALUE && x->dtype == QNN_INT32))
+            n += (io_bytes(x) + 63) & ~(uint64_t)63;
+    }
+    return n;
+}
+
+/* Checks graph gi against the program's partition it claims. */
+static kiln_status check_graph(const kiln_module *m, int b, const qnn_graph_info *gi) {
+    if (gi->method < 0 || gi->method >= m->n_methods)
+        return kiln_error(KILN_ERR_FORMAT, "QNN graph '%s' names method %d of %d", gi->name,
+                          gi->method, m->n_methods);
+    const kiln_graph *g = &m->methods[gi->method];
+    if (gi->part < 0 || gi->part >= g->n_parts || g->parts[gi->part].backend != b ||
+        !g->parts[gi->part].graph || strcmp(g->parts[gi->part].graph, gi->name))
+        return kiln_error(KILN_ERR_FORMAT,
+                          "QNN graph '%s' is not partition %d of method '%s' in this program",
+                          gi->name, gi->part, g->name);
+    if (gi->rows != (uint32_t)g->max_tokens ||
+        (m->n_states && gi->ctx_rows != (uint32_t)m->states[0].ne[0]))
+        return kiln_error(
+            KILN_ERR_FORMAT,
+            "QNN graph '%s' has %u rows and %u cache rows; method '%s' has %d and %lld", gi->name,
+            gi->rows, gi->ctx_rows, g->name, g->max_tokens,
+            (long long)(m->n_states ? m->states[0].ne[0] : 0));
+    if (gi->pos_value >= g->n_values || gi->flag_value >= g->n_values)
+        return kiln_error(KILN_ERR_FORMAT, "QNN graph '%s': position or flag value out of range",
+                          gi->name);
+    for (int i = 0; i < gi->n_io; i++) {
+        const qnn_io *x = &gi->io[i];
+        int needs_value =
+            x->role == QNN_IN_VALUE || x->role == QNN_IN_STATE || x->role >= QNN_OUT_VALUE;
+        if (needs_value && (x->value < 0 || x->value >= g->n_values))
+            return kiln_error(KILN_ERR_FORMAT, "QNN graph '%s': tensor '%s' names value %d of %d",
+                              gi->name, x->name, x->value, g->n_values);
+        if (needs_value) {
+            const kiln_value *v = &g->values[x->value];
+            uint64_t want = kiln_shape_bytes(v->dtype, v->ndim, v->ne);
+            int state_like = x->role == QNN_IN_STATE;
+            if (state_like) {
+                if ((v->kind != KILN_VAL_STATE && v->kind != KILN_VAL_VIEW) || v->ref < 0 ||
+                    v->ref >= m->n_states)
+                    return kiln_error(KILN_ERR_FORMAT, "QNN graph '%s': '%s' is not a state",
+                                      gi->name, x->name);
+                want = m->states[v->ref].nbytes;
+            }
+            if (x->role == QNN_OUT_KV_ROWS) {
+                if (v->kind != KILN_VAL_VIEW || v->ref < 0 || v->ref >= m->n_states ||
+                    x->rank != 2 || (int64_t)x->dims[1] != m->states[v->ref].ne[1])
+                    return kiln_error(KILN_ERR_FORMAT,
+                                      "QNN graph '%s': KV rows '%s' do not fit their cache",
+                                      gi->name, x->name);
+                continue;
+            }
+            if (x->role == QNN_IN_VALUE && x->dtype == QNN_INT32) want = io_bytes(x);
+            if (io_bytes(x) != want)
+                return kiln_error(KILN_ERR_FORMAT,
+                                  "QNN graph '%s': tensor '%s' is %llu bytes, value '%s' %llu",
+                                  gi->name, x->name, (unsigned long long)io_bytes(x), v->name,
+                                  (unsigned long long)want);
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_status qnn_load(void *ctx, const kiln_module *m, int b, const kiln_blob *blob) {
+    qnn_ctx *c = ctx;
+    const char *fmt = kiln_blob_prop(blob, "format");
+    if (!fmt || strcmp(fmt, "kiln-qnn-1"))
+        return kiln_error(KILN_ERR_FORMAT, "QNN: blob format '%s', expected 'kiln-qnn-1'",
+                          fmt ? fmt : "(none)");
+    if (c->ctx) return kiln_error(KILN_ERR_FORMAT, "QNN: the program has two QNN blobs");
+    kiln_status st = qnn_blob_read(blob->data, blob->size, &c->view);
+    if (st) return st;
+    const char *built = kiln_blob_prop(blob, "qairt"), *soc = kiln_blob_prop(blob, "soc");
+    if ((st = qnn_rt_open(&c->rt, c->view.soc))) return st;
+    if (built && strcmp(built, c->rt.lib->build_id))
+        return kiln_error(KILN_ERR_UNSUPPORTED,
+                          "QNN: the program was prepared with QAIRT %s, the library in '%s' is %s: "
+                          "compile it again with this library",
+                          built, c->rt.lib->dir, c->rt.lib->build_id);
+    qnn_clear_log();
+    int quiet = qnn_quiet_begin();
+    qnn_err e = c->rt.lib->fn->context_create_from_binary(c->rt.be, c->rt.dev, NULL, c->view.binary,
+                                                          c->view.binary_size, &c->ctx, NULL);
+    qnn_quiet_end(quiet);
+    if (e)
+        return kiln_error_wrap(qnn_fail(c->rt.lib, "contextCreateFromBinary", e),
+                               "context binary of %llu bytes prepared for %s",
+                               (unsigned long long)c->view.binary_size, soc ? soc : "?");
+    for (int i = 0; i < c->view.n_graphs; i++) {
+        qnn_graph_info *gi = &c->view.graphs[i];
+        if ((st = check_graph(m, b, gi))) return st;
+        if ((e = c->rt.lib->fn->graph_retrieve(c->ctx, gi->name, &gi->graph)))
+            return kiln_error_wrap(qnn_fail(c->rt.lib, "graphRetrieve", e), "graph '%s'", gi->name);
+        uint64_t need = stage_need(gi);
+        if (need > c->stage_bytes) c->stage_bytes = need;
+    }
+    /* Every partition of this backend has its graph. */
+    for (int k = 0; k < m->n_methods; k++)
+        for (int j = 0; j < m->methods[k].n_parts; j++) {
+            const kiln_partition *p = &m->methods[k].parts[j];
+            if (p->backend != b) continue;
+            int found = 0;
+            for (int i = 0; i < c->view.n_graphs && !found; i++)
+                found = c->view.graphs[i].method == k && c->view.graphs[i].part == j;
+            if (!found)
+                return kiln_error(KILN_ERR_FORMAT,
+                                  "QNN: the blob has no graph for method '%s' partition %d",
+                                  m->methods[k].name, j);
+        }
+    return KILN_OK;
+}
+
+static void *stage_get(qnn_ctx *c) {
+    pthread_mutex_lock(&c->lock);
+    stage *s = c->free_stages;
+    if (s) c->free_stages = s->next;
+    pthread_mutex_unlock(&c->lock);
+    return s ? (void *)s
+             : kiln_malloc(c->stage_bytes > sizeof(stage) ? c->stage_bytes : sizeof(stage));
+}
+
+static void stage_put(qnn_ctx *c, void *p) {
+    if (!p) return;
+    stage *s = p;
+    pthread_mutex_lock(&c->lock);
+    s->next = c->free_stages;
+    c->free_stages = s;
+    pthread_mutex_unlock(&c->lock);
+}
+
+static const qnn_graph_info *find_graph(const qnn_ctx *c, int method, int part) {
+    for (int i = 0; i < c->view.n_graphs; i++)
+        if (c->view.graphs[i].method == method && c->view.graphs[i].part == part)
+            return &c->view.graphs[i];
+    return NULL;
+}
+
+static kiln_status qnn_execute(void *ctx, const kiln_graph *g, const kiln_partition *p,
+                               kiln_tensor *vals, void *scratch, uint64_t scratch_bytes) {
+    (void)scratch, (void)scratch_bytes;
+    qnn_ctx *c = ctx;
+    int method = (int)(g - c->m->methods), part = (int)(p - g->parts);
+    const qnn_graph_info *gi = c->ctx ? find_graph(c, method, part) : NULL;
+    if (!gi)
+        return kiln_error(KILN_ERR_BACKEND, "QNN: partition %d of method '%s' was never loaded",
+                          part, g->name);
+    /* The call's rows: those of its first row-shaped input or output. */
+    int64_t T = -1;
+    for (int i = 0; i < gi->n_io && T < 0; i++)
+        if (gi->io[i].role == QNN_IN_VALUE || gi->io[i].role == QNN_OUT_VALUE)
+            T = vals[gi->io[i].value].ne[0];
+    if (T < 0) T = gi->rows;
+    int64_t S = gi->ctx_rows, Tm = gi->rows;
+    int32_t pos = gi->pos_value >= 0 ? *(const int32_t *)vals[gi->pos_value].data : 0;
+    if (T < 1 || T > Tm)
+        return kiln_error(KILN_ERR_INVALID_ARG, "QNN: %lld rows for a graph of %lld", (long long)T,
+                          (long long)Tm);
+    if (gi->pos_value >= 0 && (pos < 0 || pos > S || T > S - pos))
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "position %d + %lld tokens does not fit the context of %lld", pos,
+                          (long long)T, (long long)S);
+    uint8_t *st_base = stage_get(c);
+    if (!st_base) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    qnn_tensor *ts = (qnn_tensor *)st_base;
+    uint8_t *free_at = st_base + (uint64_t)gi->n_io * sizeof(qnn_tensor);
+    qnn_tensor in[512], out[512];
+    uint32_t n_in = 0, n_out = 0;
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < gi->n_io && !st; i++) {
+        const qnn_io *x = &gi->io[i];
+        qnn_tensor *t = &ts[i];
+        memset(t, 0, sizeof *t);
+        t->version = 2;
+        t->v2.id = x->id;
+        t->v2.name = x->name;
+        t->v2.type = x->role >= QNN_OUT_VALUE ? QNN_TENSOR_APP_READ : QNN_TENSOR_APP_WRITE;
+        t->v2.dtype = x->dtype;
+        t->v2.quant.definition = t->v2.quant.encoding = QNN_QUANT_NONE;
+        t->v2.rank = x->rank;
+        t->v2.dims = (uint32_t *)x->dims;
+        uint64_t bytes = io_bytes(x), row = bytes / (x->dims[0] ? x->dims[0] : 1);
+        void *data = NULL;
+        int staged = x->role == QNN_IN_POSITIONS || x->role == QNN_IN_MASK_NEW ||
+                     x->role == QNN_IN_MASK_ALL || x->role == QNN_OUT_KV_ROWS ||
+                     (x->role == QNN_IN_VALUE && x->dtype == QNN_INT32);
+        if (staged) {
+            data = free_at;
+            free_at += (bytes + 63) & ~(uint64_t)63;
+        }
+        switch (x->role) {
+        case QNN_IN_VALUE:
+            if (x->dtype == QNN_INT32) { /* token ids: the call's, then 0 */
+                memset(data, 0, bytes);
+                memcpy(data, vals[x->value].data, (size_t)(T * (int64_t)row));
+            } else { /* the padding rows read as zeros: finite, whatever they held */
+                data = vals[x->value].data;
+                memset((uint8_t *)data + T * (int64_t)row, 0, (size_t)((Tm - T) * (int64_t)row));
+            }
+            break;
+        case QNN_IN_STATE:
+            data = vals[x->value].data;
+            break;
+        case QNN_IN_POSITIONS:
+            for (int64_t r = 0; r < Tm; r++)
+                ((int32_t *)data)[r] = (int32_t)(pos + r < S ? pos + r : S - 1);
+            break;
+        case QNN_IN_MASK_NEW:
+        case QNN_IN_MASK_ALL: {
+            uint16_t *mk = data, off = kiln_f32_to_f16(-30000.0f);
+            int64_t cols = x->dims[1];
+            for (int64_t r = 0; r < Tm; r++)
+                for (int64_t j = 0; j < cols; j++) {
+                    int see = x->role == QNN_IN_MASK_ALL ? j <= pos + r
+                              : j < S                    ? j < pos
+                                                         : j - S <= r;
+                    mk[r * cols + j] = see ? 0 : off;
+                }
+            break;
+        }
+        case QNN_OUT_VALUE:
+        case QNN_OUT_LOGITS:
+            data = vals[x->value].data;
+            break;
+        default:
+            break;
+        }
+        t->v2.buf.data = data;
+        t->v2.buf.bytes = (uint32_t)bytes;
+        if (x->role >= QNN_OUT_VALUE) {
+            if (n_out == 512)
+                st = kiln_error(KILN_ERR_UNSUPPORTED, "QNN: over 512 outputs");
+            else
+                out[n_out++] = *t;
+        } else {
+            if (n_in == 512)
+                st = kiln_error(KILN_ERR_UNSUPPORTED, "QNN: over 512 inputs");
+            else
+                in[n_in++] = *t;
+        }
+    }
+    if (!st) {
+        qnn_clear_log();
+        qnn_err e = c->rt.lib->fn->graph_execute(gi->graph, in, n_in, out, n_out, NULL, NULL);
+        if (e) st = kiln_error_wrap(qnn_fail(c->rt.lib, "graphExecute", e), "graph '%s'", gi->name);
+    }
+    /* The call's own KV rows into the cache; the logits rows kept. */
+    for (uint32_t i = 0, o = 0; i < (uint32_t)gi->n_io && !st; i++) {
+        const qnn_io *x = &gi->io[i];
+        if (x->role < QNN_OUT_VALUE) continue;
+        const qnn_tensor *t = &out[o++];
+        if (x->role == QNN_OUT_KV_ROWS) {
+            uint64_t row = io_bytes(x) / x->dims[0];
+            memcpy((uint8_t *)vals[x->value].data + (uint64_t)pos * row, t->v2.buf.data,
+                   (size_t)(T * (int64_t)row));
+        } else if (x->role == QNN_OUT_LOGITS && gi->flag_value >= 0 &&
+                   *(const int32_t *)vals[gi->flag_value].data == 0 && T > 1) {
+            uint64_t row = io_bytes(x) / x->dims[0];
+            uint8_t *d = vals[x->value].data;
+            memmove(d, d + (uint64_t)(T - 1) * row, (size_t)row);
+        }
+    }
+    stage_put(c, st_base);
+    return st;
+}
+
+static const char *qnn_unit(void *ctx, const kiln_node *n, const kiln_tensor *const *in) {
+    const qnn_ctx *c = ctx;
+    switch (c && c->view.n_graphs ? c->view.soc : QNN_SOC_DEFAULT) {
+    case 69:
+        return "HTP v79 fp16 (SM8750)";
+    case 43:
+        return "HTP v73 fp16 (SM8550)";
+    default:
+        return "HTP v75 fp16 (SM8650)";
+    }
+}
+
+const kiln_backend kiln_backend_qnn_impl = {
+    .name = "qnn",
+    .configure = qnn_configure,
+    .supports = qnn_supports,
+    .open = qnn_open,
+    .close = qnn_close,
+    .exec = NULL, /* a delegate: whole partitions only */
+    .unit = qnn_unit,
+    .prepare = qnn_prepare,
+    .load = qnn_load,
+    .execute = qnn_execute,
+};

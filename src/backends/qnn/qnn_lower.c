@@ -1,0 +1,808 @@
+/* qnn_lower.c: Kiln nodes as QNN ops. A partition becomes one QNN graph
+ * with static shapes: Tm rows (the method's max_tokens; a shorter call is
+ * padded, qnn_delegate.c) and S cache rows. Inside, everything is fp16:
+ * weights are converted from whatever dtype they were imported in, f32
+ * activations are cast at the graph's edges, and the HTP's precision is
+ * set to FLOAT16. No graph keeps state: the KV cache goes in whole, the
+ * rows a kv_store writes come out, and the host writes them (so any
+ * session can run any graph).
+ *
+ * How each op lowers:
+ *   get_rows   Gather(table, ids)
+ *   rms_norm   RmsNorm (per group: reshaped to [Tm, D/G, G])
+ *   matmul     FullyConnected(x, w [N, K])
+ *   add, mul   ElementWiseAdd / ElementWiseMultiply (broadcast)
+ *   silu       x * Sigmoid(x); swiglu: g * Sigmoid(g) * u
+ *   softmax    Softmax over the last axis
+ *   rope       Gather(cos, sin tables [S, n_rot/2], positions), then the
+ *              pairs rotated with StridedSlice, Multiply, Subtract, Add,
+ *              Concat (no rotary op of QNN's is used)
+ *   kv_store   the rows, cast to the cache's dtype, as an output
+ *   attention  scores = (q / div) K^T per KV head (MatMul, batch = KV
+ *              heads, GQA as [KV, g*Tm] rows) + an additive mask input,
+ *              Softmax, x V. K is the cache input with this call's rows
+ *              concatenated (kv_store in the same graph) or the cache as
+ *              written (kv_store elsewhere); the mask makes both causal.
+ *   logits     FullyConnected over all Tm rows; the host keeps the real
+ *              ones (or the last). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/qnn/qnn.h"
+#include "quant/quant.h"
+
+#define MASK_OFF (-30000.0f) /* an additive mask's "no": exp underflows to 0 in fp16 */
+
+typedef struct {
+    int kind;      /* 0: not lowered yet, 1: t, 2: KV rows (t) of state `state` */
+    qnn_tensor t;  /* fp16 (int32 for token ids) */
+    int32_t state; /* kind 2: the state value the rows go to */
+} qval;
+
+typedef struct {
+    float theta;
+    int n_rot, freqs;    /* freqs: the const value, or -1 */
+    qnn_tensor cos, sin; /* gathered: [Tm, n_rot/2] */
+} rope_tab;
+
+typedef struct {
+    const qnn_rt *rt;
+    qnn_handle graph; /* NULL: validate only */
+    const kiln_module *m;
+    const kiln_graph *g;
+    const kiln_node *node;
+    int n_made;
+    void **keep; /* names, dims, data: alive until the graph is finalized */
+    int n_keep, cap_keep;
+    qval *vals;
+    qnn_graph_info *gi;
+    int cap_io;
+    uint32_t Tm, S;
+    int have_positions, have_mask_new, have_mask_all;
+    qnn_tensor positions, mask_new, mask_all;
+    rope_tab ropes[4];
+    int n_ropes;
+    kiln_status st;
+    char *why; /* validate: the first rejection */
+    size_t why_cap;
+} lower;
+
+static void *keep(lower *L, void *p) {
+    if (!p) {
+        if (!L->st) L->st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    if (L->n_keep == L->cap_keep) {
+        int cap = L->cap_keep ? 2 * L->cap_keep : 64;
+        void **k = kiln_realloc(L->keep, (size_t)cap * sizeof *k);
+        if (!k) {
+            kiln_free(p);
+            if (!L->st) L->st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+        L->keep = k, L->cap_keep = cap;
+    }
+    return L->keep[L->n_keep++] = p;
+}
+
+static void drop_keep(lower *L) {
+    for (int i = 0; i < L->n_keep; i++)
+        kiln_free(L->keep[i]);
+    kiln_free(L->keep);
+    L->keep = NULL, L->n_keep = L->cap_keep = 0;
+}
+
+static uint32_t dsize(uint32_t dt) {
+    return dt == QNN_FLOAT16 ? 2 : dt == QNN_BOOL8 ? 1 : 4;
+}
+
+/* A tensor of the graph: name NULL = "<node>.tN". */
+static qnn_tensor mk(lower *L, const char *name, uint32_t type, uint32_t dtype, int rank,
+                     const uint32_t *dims, void *data, uint64_t bytes) {
+    qnn_tensor t;
+    memset(&t, 0, sizeof t);
+    if (L->st) return t;
+    char buf[KILN_NAME_MAX + 32];
+    if (!name) {
+        snprintf(buf, sizeof buf, "%s.t%d", L->node ? L->node->name : "g", L->n_made);
+        name = buf;
+    }
+    L->n_made++;
+    char *nm = keep(L, kiln_strdup(name));
+    uint32_t *d = keep(L, kiln_malloc(sizeof(uint32_t) * (size_t)(rank ? rank : 1)));
+    if (L->st) return t;
+    memcpy(d, dims, sizeof(uint32_t) * (size_t)rank);
+    t.version = 2;
+    t.v2.name = nm;
+    t.v2.type = type;
+    t.v2.dtype = dtype;
+    t.v2.quant.definition = QNN_QUANT_NONE;
+    t.v2.quant.encoding = QNN_QUANT_NONE;
+    t.v2.rank = (uint32_t)rank;
+    t.v2.dims = d;
+    t.v2.buf.data = data;
+    t.v2.buf.bytes = (uint32_t)bytes;
+    if (L->graph) {
+        qnn_err e = L->rt->lib->fn->tensor_create_graph_tensor(L->graph, &t);
+        if (e)
+            L->st = kiln_error_wrap(qnn_fail(L->rt->lib, "tensorCreateGraphTensor", e),
+                                    "tensor '%s' of node '%s'", nm, L->node ? L->node->name : "?");
+    }
+    return t;
+}
+
+static qnn_tensor nat(lower *L, int rank, const uint32_t *dims) {
+    return mk(L, NULL, QNN_TENSOR_NATIVE, QNN_FLOAT16, rank, dims, NULL, 0);
+}
+
+/* A static tensor whose data the graph keeps (taken: kept until finalize). */
+static qnn_tensor stat(lower *L, const char *name, uint32_t dtype, int rank, const uint32_t *dims,
+                       void *data) {
+    uint64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= dims[i];
+    if (data) keep(L, data);
+    return mk(L, name, QNN_TENSOR_STATIC, dtype, rank, dims, data, n * dsize(dtype));
+}
+
+static void op(lower *L, const char *type, qnn_param *ps, int np, qnn_tensor *in, int nin,
+               qnn_tensor *out) {
+    if (L->st) return;
+    char name[KILN_NAME_MAX + 32];
+    snprintf(name, sizeof name, "%s.op%d", L->node ? L->node->name : "g", L->n_made++);
+    qnn_op o;
+    memset(&o, 0, sizeof o);
+    o.version = 1;
+    o.v1.name = name;
+    o.v1.package = "qti.aisw";
+    o.v1.type = type;
+    o.v1.n_params = (uint32_t)np;
+    o.v1.params = ps;
+    o.v1.n_in = (uint32_t)nin;
+    o.v1.in = in;
+    o.v1.n_out = 1;
+    o.v1.out = out;
+    const qnn_fn *f = L->rt->lib->fn;
+    qnn_clear_log();
+    qnn_err e = f->backend_validate_op_config(L->rt->be, o);
+    if (e) {
+        L->st = kiln_error_wrap(qnn_fail(L->rt->lib, "backendValidateOpConfig", e),
+                                "node '%s' (%s) as QNN %s", L->node ? L->node->name : "?",
+                                L->node ? kiln_op_name(L->node->op) : "?", type);
+        if (L->why)
+            snprintf(L->why, L->why_cap, "QNN backendValidateOpConfig rejects %s (code %u)", type,
+                     QNN_CODE(e));
+        return;
+    }
+    if (L->graph && (e = f->graph_add_node(L->graph, o)))
+        L->st = kiln_error_wrap(qnn_fail(L->rt->lib, "graphAddNode", e), "node '%s' as QNN %s",
+                                L->node ? L->node->name : "?", type);
+}
+
+/* One-input, one-output op with no parameters. */
+static qnn_tensor op1(lower *L, const char *type, qnn_tensor a, int rank, const uint32_t *dims) {
+    qnn_tensor o = nat(L, rank, dims);
+    op(L, type, NULL, 0, &a, 1, &o);
+    return o;
+}
+
+static qnn_tensor op2(lower *L, const char *type, qnn_tensor a, qnn_tensor b, int rank,
+                      const uint32_t *dims) {
+    qnn_tensor o = nat(L, rank, dims);
+    qnn_tensor in[2] = {a, b};
+    op(L, type, NULL, 0, in, 2, &o);
+    return o;
+}
+
+static qnn_param p_scalar(const char *name, uint32_t dtype, uint64_t bits) {
+    qnn_param p;
+    memset(&p, 0, sizeof p);
+    p.type = QNN_PARAM_SCALAR;
+    p.name = name;
+    p.scalar.dtype = dtype;
+    p.scalar.u64 = bits;
+    return p;
+}
+
+static qnn_param p_u32(const char *name, uint32_t v) {
+    return p_scalar(name, QNN_UINT32, v);
+}
+
+static qnn_param p_f32(const char *name, float v) {
+    qnn_param p = p_scalar(name, QNN_FLOAT32, 0);
+    p.scalar.f32 = v;
+    return p;
+}
+
+/* A tensor parameter of n uint32/int32 values, shaped [rows, n / rows]. */
+static qnn_param p_ints(lower *L, const char *name, uint32_t dtype, const void *vals, int n,
+                        int rows) {
+    qnn_param p;
+    memset(&p, 0, sizeof p);
+    p.type = QNN_PARAM_TENSOR;
+    p.name = name;
+    void *data = kiln_malloc(sizeof(uint32_t) * (size_t)n);
+    if (data) memcpy(data, vals, sizeof(uint32_t) * (size_t)n);
+    uint32_t dims[2] = {(uint32_t)rows, (uint32_t)(n / rows)};
+    p.tensor = stat(L, NULL, dtype, rows > 1 ? 2 : 1, rows > 1 ? dims : dims + 1, data);
+    if (!data && !L->st) L->st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+    return p;
+}
+
+static qnn_tensor reshape(lower *L, qnn_tensor a, int rank, const uint32_t *dims) {
+    return op1(L, "Reshape", a, rank, dims);
+}
+
+static qnn_tensor transpose(lower *L, qnn_tensor a, const uint32_t *perm) {
+    uint32_t rank = a.v2.rank, dims[QNN_MAX_RANK];
+    for (uint32_t i = 0; i < rank; i++)
+        dims[i] = a.v2.dims ? a.v2.dims[perm[i]] : 0;
+    qnn_tensor o = nat(L, (int)rank, dims);
+    qnn_param p = p_ints(L, "perm", QNN_UINT32, perm, (int)rank, 1);
+    op(L, "Transpose", &p, 1, &a, 1, &o);
+    return o;
+}
+
+/* a[..., begin:end] on the last axis. */
+static qnn_tensor slice_last(lower *L, qnn_tensor a, uint32_t begin, uint32_t end) {
+    uint32_t rank = a.v2.rank, dims[QNN_MAX_RANK];
+    int32_t ranges[QNN_MAX_RANK * 3];
+    for (uint32_t i = 0; i < rank; i++) {
+        dims[i] = a.v2.dims[i];
+        ranges[3 * i] = 0, ranges[3 * i + 1] = (int32_t)dims[i], ranges[3 * i + 2] = 1;
+    }
+    ranges[3 * (rank - 1)] = (int32_t)begin, ranges[3 * (rank - 1) + 1] = (int32_t)end;
+    dims[rank - 1] = end - begin;
+    qnn_tensor o = nat(L, (int)rank, dims);
+    qnn_param p = p_ints(L, "ranges", QNN_INT32, ranges, (int)rank * 3, (int)rank);
+    op(L, "StridedSlice", &p, 1, &a, 1, &o);
+    return o;
+}
+
+static qnn_tensor concat(lower *L, qnn_tensor a, qnn_tensor b, uint32_t axis) {
+    uint32_t rank = a.v2.rank, dims[QNN_MAX_RANK];
+    for (uint32_t i = 0; i < rank; i++)
+        dims[i] = a.v2.dims[i];
+    dims[axis] += b.v2.dims[axis];
+    qnn_tensor o = nat(L, (int)rank, dims);
+    qnn_tensor in[2] = {a, b};
+    qnn_param p = p_u32("axis", axis);
+    op(L, "Concat", &p, 1, in, 2, &o);
+    return o;
+}
+
+static qnn_tensor cast(lower *L, qnn_tensor a, qnn_tensor o) {
+    op(L, "Cast", NULL, 0, &a, 1, &o);
+    return o;
+}
+
+/* ---- graph inputs and outputs ---------------------------------------------- */
+
+static qnn_tensor io(lower *L, qnn_role role, int32_t value, const char *name, uint32_t dtype,
+                     int rank, const uint32_t *dims) {
+    uint32_t type = role >= QNN_OUT_VALUE ? QNN_TENSOR_APP_READ : QNN_TENSOR_APP_WRITE;
+    qnn_tensor t = mk(L, name, type, dtype, rank, dims, NULL, 0);
+    if (L->st) return t;
+    qnn_graph_info *gi = L->gi;
+    if (gi->n_io == L->cap_io) {
+        int cap = L->cap_io ? 2 * L->cap_io : 32;
+        qnn_io *n = kiln_realloc(gi->io, (size_t)cap * sizeof *n);
+        if (!n) {
+            L->st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+            return t;
+        }
+        gi->io = n, L->cap_io = cap;
+    }
+    qnn_io *x = &gi->io[gi->n_io];
+    memset(x, 0, sizeof *x);
+    x->role = role;
+    x->value = value;
+    x->id = t.v2.id;
+    x->dtype = dtype;
+    x->rank = (uint32_t)rank;
+    memcpy(x->dims, dims, sizeof(uint32_t) * (size_t)rank);
+    if (!(x->name = kiln_strdup(name))) {
+        L->st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+        return t;
+    }
+    gi->n_io++;
+    return t;
+}
+
+static int value_dims(const kiln_value *v, uint32_t *dims) {
+    for (int i = 0; i < v->ndim; i++)
+        dims[i] = (uint32_t)v->ne[i];
+    return v->ndim;
+}
+
+/* A constant as fp16 (validation needs no data). */
+static qnn_tensor const_in(lower *L, int32_t vi) {
+    const kiln_value *v = &L->g->values[vi];
+    const kiln_const *c = &L->m->consts[v->ref];
+    uint32_t dims[KILN_MAX_DIMS];
+    int rank = value_dims(v, dims);
+    uint16_t *h = NULL;
+    if (L->graph) {
+        int64_t K = c->ne[c->ndim - 1], rows = (int64_t)(kiln_shape_elems(c->ndim, c->ne) / K);
+        size_t stride = kiln_dtype_row_bytes(c->dtype, K);
+        h = kiln_malloc(sizeof(uint16_t) * (size_t)(rows * K));
+        float *row = kiln_malloc(sizeof(float) * (size_t)K);
+        kiln_status st = h && row && stride ? KILN_OK : kiln_error(KILN_ERR_NOMEM, "out of memory");
+        for (int64_t r = 0; r < rows && !st; r++) {
+            st = kiln_weight_dequant(c->dtype, c->data, stride, r, 0, K, row);
+            for (int64_t k = 0; k < K && !st; k++)
+                h[r * K + k] = kiln_f32_to_f16(row[k]);
+        }
+        kiln_free(row);
+        if (st) {
+            kiln_free(h);
+            if (!L->st) L->st = kiln_error_wrap(st, "constant '%s' to fp16", c->name);
+            return (qnn_tensor){0};
+        }
+    }
+    char name[KILN_NAME_MAX + 8];
+    snprintf(name, sizeof name, "c.%s", c->name);
+    return stat(L, name, QNN_FLOAT16, rank, dims, h);
+}
+
+/* Value vi as an fp16 tensor (token ids stay int32): lowered already, a
+ * constant, or a graph input (cast from f32). */
+static qnn_tensor get(lower *L, int32_t vi) {
+    qval *q = &L->vals[vi];
+    if (q->kind == 1) return q->t;
+    const kiln_value *v = &L->g->values[vi];
+    if (q->kind == 2 || v->kind == KILN_VAL_STATE || v->kind == KILN_VAL_VIEW) {
+        if (!L->st)
+            L->st = kiln_error(KILN_ERR_UNSUPPORTED, "QNN: node '%s' reads the state '%s' directly",
+                               L->node->name, v->name);
+        return q->t;
+    }
+    uint32_t dims[KILN_MAX_DIMS];
+    int rank = value_dims(v, dims);
+    char name[KILN_NAME_MAX + 8];
+    snprintf(name, sizeof name, "in.%s", v->name);
+    if (v->kind == KILN_VAL_CONST) {
+        q->t = const_in(L, vi);
+    } else if (v->dtype == KILN_I32) {
+        q->t = io(L, QNN_IN_VALUE, vi, name, QNN_INT32, rank, dims);
+    } else if (v->dtype == KILN_F32) {
+        qnn_tensor t = io(L, QNN_IN_VALUE, vi, name, QNN_FLOAT32, rank, dims);
+        q->t = cast(L, t, nat(L, rank, dims));
+    } else if (!L->st) {
+        L->st = kiln_error(KILN_ERR_UNSUPPORTED, "QNN: value '%s' is %s (f32 or i32 expected)",
+                           v->name, kiln_dtype_name(v->dtype));
+    }
+    q->kind = L->st ? 0 : 1;
+    return q->t;
+}
+
+static void set(lower *L, int32_t vi, qnn_tensor t) {
+    L->vals[vi].kind = 1;
+    L->vals[vi].t = t;
+}
+
+static qnn_tensor positions(lower *L) {
+    if (!L->have_positions) {
+        uint32_t d[1] = {L->Tm};
+        L->positions = io(L, QNN_IN_POSITIONS, -1, "in.positions", QNN_INT32, 1, d);
+        L->have_positions = !L->st;
+    }
+    return L->positions;
+}
+
+static qnn_tensor mask(lower *L, int with_new) {
+    if (with_new ? !L->have_mask_new : !L->have_mask_all) {
+        uint32_t d[2] = {L->Tm, L->S + (with_new ? L->Tm : 0)};
+        qnn_tensor t = io(L, with_new ? QNN_IN_MASK_NEW : QNN_IN_MASK_ALL, -1,
+                          with_new ? "in.mask_new" : "in.mask_all", QNN_FLOAT16, 2, d);
+        if (with_new)
+            L->mask_new = t, L->have_mask_new = !L->st;
+        else
+            L->mask_all = t, L->have_mask_all = !L->st;
+    }
+    return with_new ? L->mask_new : L->mask_all;
+}
+
+/* A state (or a view of it) read whole, as fp16 [S, W]. */
+static qnn_tensor state_in(lower *L, int32_t vi) {
+    const kiln_value *v = &L->g->values[vi];
+    const kiln_state *s = &L->m->states[v->ref];
+    uint32_t dims[2] = {(uint32_t)s->ne[0], (uint32_t)s->ne[1]};
+    char name[KILN_NAME_MAX + 8];
+    snprintf(name, sizeof name, "in.%s", s->name);
+    for (int i = 0; i < L->gi->n_io; i++) /* once per state and graph */
+        if (L->gi->io[i].role == QNN_IN_STATE && !strcmp(L->gi->io[i].name, name)) {
+            qnn_tensor t;
+            memset(&t, 0, sizeof t);
+            t.version = 2;
+            t.v2.id = L->gi->io[i].id;
+            t.v2.name = L->gi->io[i].name;
+            t.v2.type = QNN_TENSOR_APP_WRITE;
+            t.v2.dtype = L->gi->io[i].dtype;
+            t.v2.quant.definition = t.v2.quant.encoding = QNN_QUANT_NONE;
+            t.v2.rank = 2;
+            t.v2.dims = L->gi->io[i].dims;
+            return s->dtype == KILN_F16 ? t : cast(L, t, nat(L, 2, dims));
+        }
+    qnn_tensor t =
+        io(L, QNN_IN_STATE, vi, name, s->dtype == KILN_F16 ? QNN_FLOAT16 : QNN_FLOAT32, 2, dims);
+    return s->dtype == KILN_F16 ? t : cast(L, t, nat(L, 2, dims));
+}
+
+/* ---- ops ------------------------------------------------------------------------ */
+
+static void lower_rms_norm(lower *L, const kiln_node *n) {
+    const kiln_value *xv = &L->g->values[n->in[0]];
+    uint32_t T = (uint32_t)xv->ne[0], D = (uint32_t)xv->ne[1];
+    uint32_t G = (uint32_t)L->g->values[n->in[1]].ne[0];
+    qnn_tensor x = get(L, n->in[0]), w = get(L, n->in[1]);
+    uint32_t d2[2] = {T, D}, d3[3] = {T, D / G, G};
+    int grouped = G != D;
+    if (grouped) x = reshape(L, x, 3, d3);
+    qnn_tensor o = nat(L, grouped ? 3 : 2, grouped ? d3 : d2);
+    uint32_t axis = grouped ? 2 : 1;
+    qnn_param ps[2] = {p_f32("epsilon", n->fattr[0]), p_ints(L, "axes", QNN_UINT32, &axis, 1, 1)};
+    qnn_tensor in[2] = {x, w};
+    op(L, "RmsNorm", ps, 2, in, 2, &o);
+    set(L, n->out, grouped ? reshape(L, o, 2, d2) : o);
+}
+
+static void lower_fc(lower *L, const kiln_node *n, int32_t out_value) {
+    const kiln_value *xv = &L->g->values[n->in[0]], *wv = &L->g->values[n->in[1]];
+    uint32_t dims[2] = {(uint32_t)xv->ne[0], (uint32_t)wv->ne[0]};
+    qnn_tensor in[2] = {get(L, n->in[0]), get(L, n->in[1])};
+    qnn_tensor o = nat(L, 2, dims);
+    op(L, "FullyConnected", NULL, 0, in, 2, &o);
+    set(L, out_value, o);
+}
+
+static void lower_eltwise(lower *L, const kiln_node *n) {
+    const kiln_value *ov = &L->g->values[n->out];
+    uint32_t dims[KILN_MAX_DIMS];
+    int rank = value_dims(ov, dims);
+    qnn_tensor a = get(L, n->in[0]);
+    if (n->op == KILN_OP_SILU) {
+        qnn_tensor s = op1(L, "Sigmoid", a, rank, dims);
+        set(L, n->out, op2(L, "ElementWiseMultiply", a, s, rank, dims));
+        return;
+    }
+    if (n->op == KILN_OP_SOFTMAX) {
+        qnn_tensor o = nat(L, rank, dims);
+        qnn_param ps[2] = {p_u32("axis", (uint32_t)rank - 1), p_f32("beta", 1.0f)};
+        op(L, "Softmax", ps, 2, &a, 1, &o);
+        set(L, n->out, o);
+        return;
+    }
+    qnn_tensor b = get(L, n->in[1]);
+    if (n->op == KILN_OP_SWIGLU) {
+        qnn_tensor s = op1(L, "Sigmoid", a, rank, dims);
+        qnn_tensor g = op2(L, "ElementWiseMultiply", a, s, rank, dims);
+        set(L, n->out, op2(L, "ElementWiseMultiply", g, b, rank, dims));
+        return;
+    }
+    set(L, n->out,
+        op2(L, n->op == KILN_OP_ADD ? "ElementWiseAdd" : "ElementWiseMultiply", a, b, rank, dims));
+}
+
+static void lower_get_rows(lower *L, const kiln_node *n) {
+    const kiln_value *ov = &L->g->values[n->out];
+    uint32_t dims[2] = {(uint32_t)ov->ne[0], (uint32_t)ov->ne[1]};
+    qnn_tensor in[2] = {get(L, n->in[0]), get(L, n->in[1])};
+    qnn_tensor o = nat(L, 2, dims);
+    qnn_param p = p_scalar("axis", QNN_INT32, 0);
+    op(L, "Gather", &p, 1, in, 2, &o);
+    set(L, n->out, o);
+}
+
+/* cos and sin of (pos + i) * freq_j for this node's rope, gathered for the
+ * call's positions: [Tm, n_rot/2], shared by the graph's ropes alike. */
+static rope_tab *rope_tables(lower *L, const kiln_node *n) {
+    int n_rot = n->iattr[KILN_ROPE_N_ROT], freqs = n->n_in > 2 ? n->in[2] : -1;
+    for (int i = 0; i < L->n_ropes; i++)
+        if (L->ropes[i].theta == n->fattr[0] && L->ropes[i].n_rot == n_rot &&
+            L->ropes[i].freqs == freqs)
+            return &L->ropes[i];
+    if (L->n_ropes == 4) {
+        L->st = kiln_error(KILN_ERR_UNSUPPORTED, "QNN: more than 4 kinds of rope in one graph");
+        return NULL;
+    }
+    rope_tab *r = &L->ropes[L->n_ropes];
+    r->theta = n->fattr[0], r->n_rot = n_rot, r->freqs = freqs;
+    uint32_t half = (uint32_t)n_rot / 2, S = L->S ? L->S : 1;
+    uint16_t *c = NULL, *s = NULL;
+    if (L->graph) {
+        const float *ff = NULL;
+        if (freqs >= 0) {
+            const kiln_const *fc = &L->m->consts[L->g->values[freqs].ref];
+            if (fc->dtype != KILN_F32) {
+                L->st = kiln_error(KILN_ERR_UNSUPPORTED, "QNN: rope factors '%s' are not f32",
+                                   fc->name);
+                return NULL;
+            }
+            ff = fc->data;
+        }
+        c = kiln_malloc(sizeof(uint16_t) * S * half);
+        s = kiln_malloc(sizeof(uint16_t) * S * half);
+        if (!c || !s) {
+            kiln_free(c);
+            kiln_free(s);
+            L->st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+        for (uint32_t p = 0; p < S; p++)
+            for (uint32_t j = 0; j < half; j++) { /* as ref computes it */
+                float freq = 1.0f / powf(r->theta, (float)(2 * j) / (float)n_rot);
+                if (ff) freq /= ff[j];
+                float val = (float)p * freq;
+                c[p * half + j] = kiln_f32_to_f16(cosf(val));
+                s[p * half + j] = kiln_f32_to_f16(sinf(val));
+            }
+    }
+    char name[64];
+    uint32_t td[2] = {S, half}, gd[2] = {L->Tm, half};
+    snprintf(name, sizeof name, "rope%d.cos", L->n_ropes);
+    qnn_tensor ct = stat(L, name, QNN_FLOAT16, 2, td, c);
+    snprintf(name, sizeof name, "rope%d.sin", L->n_ropes);
+    qnn_tensor st = stat(L, name, QNN_FLOAT16, 2, td, s);
+    qnn_tensor pos = positions(L);
+    qnn_param p = p_scalar("axis", QNN_INT32, 0);
+    qnn_tensor in[2] = {ct, pos};
+    r->cos = nat(L, 2, gd);
+    op(L, "Gather", &p, 1, in, 2, &r->cos);
+    in[0] = st;
+    r->sin = nat(L, 2, gd);
+    op(L, "Gather", &p, 1, in, 2, &r->sin);
+    if (L->st) return NULL;
+    L->n_ropes++;
+    return r;
+}
+
+static void lower_rope(lower *L, const kiln_node *n) {
+    const kiln_value *xv = &L->g->values[n->in[0]];
+    uint32_t T = (uint32_t)xv->ne[0], W = (uint32_t)xv->ne[1];
+    uint32_t nh = (uint32_t)n->iattr[KILN_ROPE_N_HEAD], hd = (uint32_t)n->iattr[KILN_ROPE_HEAD_DIM];
+    uint32_t nrot = (uint32_t)n->iattr[KILN_ROPE_N_ROT], half = nrot / 2;
+    int neox = n->iattr[KILN_ROPE_MODE] == KILN_ROPE_NEOX;
+    qnn_tensor x = get(L, n->in[0]);
+    rope_tab *r = rope_tables(L, n);
+    if (!r) return;
+    uint32_t d3[3] = {T, nh, hd}, dr[3] = {T, nh, nrot};
+    x = reshape(L, x, 3, d3);
+    qnn_tensor xr = nrot < hd ? slice_last(L, x, 0, nrot) : x;
+    qnn_tensor rot;
+    if (neox) { /* pairs (j, j + half) */
+        uint32_t dh[3] = {T, nh, half}, dc[3] = {T, 1, half};
+        qnn_tensor c = reshape(L, r->cos, 3, dc), s = reshape(L, r->sin, 3, dc);
+        qnn_tensor x1 = slice_last(L, xr, 0, half), x2 = slice_last(L, xr, half, nrot);
+        qnn_tensor a = op2(L, "ElementWiseSubtract", op2(L, "ElementWiseMultiply", x1, c, 3, dh),
+                           op2(L, "ElementWiseMultiply", x2, s, 3, dh), 3, dh);
+        qnn_tensor b = op2(L, "ElementWiseAdd", op2(L, "ElementWiseMultiply", x2, c, 3, dh),
+                           op2(L, "ElementWiseMultiply", x1, s, 3, dh), 3, dh);
+        rot = concat(L, a, b, 2);
+    } else { /* pairs (2j, 2j + 1) */
+        uint32_t d4[4] = {T, nh, half, 2}, dh[4] = {T, nh, half, 1}, dc[4] = {T, 1, half, 1};
+        qnn_tensor c = reshape(L, r->cos, 4, dc), s = reshape(L, r->sin, 4, dc);
+        qnn_tensor x4 = reshape(L, xr, 4, d4);
+        qnn_tensor x1 = slice_last(L, x4, 0, 1), x2 = slice_last(L, x4, 1, 2);
+        qnn_tensor a = op2(L, "ElementWiseSubtract", op2(L, "ElementWiseMultiply", x1, c, 4, dh),
+                           op2(L, "ElementWiseMultiply", x2, s, 4, dh), 4, dh);
+        qnn_tensor b = op2(L, "ElementWiseAdd", op2(L, "ElementWiseMultiply", x2, c, 4, dh),
+                           op2(L, "ElementWiseMultiply", x1, s, 4, dh), 4, dh);
+        rot = reshape(L, concat(L, a, b, 3), 3, dr);
+    }
+    if (nrot < hd) rot = concat(L, rot, slice_last(L, x, nrot, hd), 2);
+    uint32_t d2[2] = {T, W};
+    set(L, n->out, reshape(L, rot, 2, d2));
+}
+
+static void lower_kv_store(lower *L, const kiln_node *n) {
+    const kiln_value *cv = &L->g->values[n->in[0]], *xv = &L->g->values[n->in[1]];
+    const kiln_state *s = &L->m->states[cv->ref];
+    uint32_t dims[2] = {(uint32_t)xv->ne[0], (uint32_t)xv->ne[1]};
+    qnn_tensor x = get(L, n->in[1]);
+    char name[KILN_NAME_MAX + 8];
+    snprintf(name, sizeof name, "out.%s", n->name);
+    qnn_tensor o = io(L, QNN_OUT_KV_ROWS, n->out, name,
+                      s->dtype == KILN_F16 ? QNN_FLOAT16 : QNN_FLOAT32, 2, dims);
+    cast(L, x, o);
+    L->vals[n->out].kind = 2;
+    L->vals[n->out].t = x;
+    L->vals[n->out].state = n->in[0];
+}
+
+static void lower_attention(lower *L, const kiln_node *n) {
+    const kiln_value *qv = &L->g->values[n->in[0]];
+    uint32_t T = (uint32_t)qv->ne[0];
+    uint32_t H = (uint32_t)n->iattr[KILN_ATTN_N_HEAD], KV = (uint32_t)n->iattr[KILN_ATTN_N_KV_HEAD];
+    uint32_t hd = (uint32_t)n->iattr[KILN_ATTN_HEAD_DIM], G = H / KV;
+    qval *kq = &L->vals[n->in[1]], *vq = &L->vals[n->in[2]];
+    if ((kq->kind == 2) != (vq->kind == 2)) {
+        L->st = kiln_error(KILN_ERR_UNSUPPORTED,
+                           "QNN: attention '%s' has one kv_store in its graph and one outside",
+                           n->name);
+        return;
+    }
+    int with_new = kq->kind == 2;
+    qnn_tensor K, V;
+    if (with_new) {
+        K = concat(L, state_in(L, kq->state), kq->t, 0);
+        V = concat(L, state_in(L, vq->state), vq->t, 0);
+    } else {
+        K = state_in(L, n->in[1]);
+        V = state_in(L, n->in[2]);
+    }
+    uint32_t Lr = L->S + (with_new ? T : 0);
+    qnn_tensor q = get(L, n->in[0]);
+    uint16_t *sc = L->graph ? kiln_malloc(sizeof(uint16_t)) : NULL;
+    if (L->graph && !sc) {
+        L->st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+        return;
+    }
+    if (sc) *sc = kiln_f32_to_f16(1.0f / n->fattr[0]);
+    uint32_t one = 1, dq[2] = {T, H * hd};
+    qnn_tensor scale = stat(L, NULL, QNN_FLOAT16, 1, &one, sc);
+    q = op2(L, "ElementWiseMultiply", q, scale, 2, dq);
+    uint32_t dq4[4] = {T, KV, G, hd}, dq3[3] = {KV, G * T, hd}, pq[4] = {1, 2, 0, 3};
+    q = reshape(L, transpose(L, reshape(L, q, 4, dq4), pq), 3, dq3);
+    uint32_t dk3[3] = {Lr, KV, hd}, pk[3] = {1, 0, 2};
+    qnn_tensor k = transpose(L, reshape(L, K, 3, dk3), pk); /* [KV, Lr, hd] */
+    qnn_tensor v = transpose(L, reshape(L, V, 3, dk3), pk);
+    uint32_t ds[3] = {KV, G * T, Lr}, ds4[4] = {KV, G, T, Lr};
+    qnn_tensor s = nat(L, 3, ds);
+    qnn_param tp[2] = {p_scalar("transpose_in0", QNN_BOOL8, 0),
+                       p_scalar("transpose_in1", QNN_BOOL8, 1)};
+    qnn_tensor in[2] = {q, k};
+    op(L, "MatMul", tp, 2, in, 2, &s);
+    qnn_tensor s4 = op2(L, "ElementWiseAdd", reshape(L, s, 4, ds4), mask(L, with_new), 4, ds4);
+    qnn_tensor pr = nat(L, 4, ds4);
+    qnn_param sp[2] = {p_u32("axis", 3), p_f32("beta", 1.0f)};
+    op(L, "Softmax", sp, 2, &s4, 1, &pr);
+    uint32_t do3[3] = {KV, G * T, hd}, do4[4] = {KV, G, T, hd}, po[4] = {2, 0, 1, 3};
+    qnn_tensor o = nat(L, 3, do3);
+    in[0] = reshape(L, pr, 3, ds), in[1] = v;
+    op(L, "MatMul", NULL, 0, in, 2, &o);
+    o = transpose(L, reshape(L, o, 4, do4), po); /* [T, KV, G, hd] */
+    set(L, n->out, reshape(L, o, 2, dq));
+}
+
+static void lower_logits(lower *L, const kiln_node *n) {
+    const kiln_value *xv = &L->g->values[n->in[0]], *wv = &L->g->values[n->in[1]];
+    uint32_t dims[2] = {(uint32_t)xv->ne[0], (uint32_t)wv->ne[0]};
+    qnn_tensor in[2] = {get(L, n->in[0]), get(L, n->in[1])};
+    qnn_tensor y = nat(L, 2, dims);
+    op(L, "FullyConnected", NULL, 0, in, 2, &y);
+    char name[KILN_NAME_MAX + 8];
+    snprintf(name, sizeof name, "out.%s", L->g->values[n->out].name);
+    cast(L, y, io(L, QNN_OUT_LOGITS, n->out, name, QNN_FLOAT32, 2, dims));
+    L->gi->flag_value = n->n_in > 2 ? n->in[2] : -1;
+    L->vals[n->out].kind = 3; /* a graph output already */
+}
+
+static void lower_node(lower *L, const kiln_node *n) {
+    L->node = n;
+    switch ((kiln_op)n->op) {
+    case KILN_OP_GET_ROWS:
+        lower_get_rows(L, n);
+        break;
+    case KILN_OP_RMS_NORM:
+        lower_rms_norm(L, n);
+        break;
+    case KILN_OP_MATMUL:
+        lower_fc(L, n, n->out);
+        break;
+    case KILN_OP_ADD:
+    case KILN_OP_MUL:
+    case KILN_OP_SILU:
+    case KILN_OP_SWIGLU:
+    case KILN_OP_SOFTMAX:
+        lower_eltwise(L, n);
+        break;
+    case KILN_OP_ROPE:
+        lower_rope(L, n);
+        break;
+    case KILN_OP_KV_STORE:
+        lower_kv_store(L, n);
+        break;
+    case KILN_OP_ATTENTION:
+        lower_attention(L, n);
+        break;
+    case KILN_OP_LOGITS:
+        lower_logits(L, n);
+        break;
+    default:
+        if (!L->st)
+            L->st = kiln_error(KILN_ERR_UNSUPPORTED, "QNN: no lowering for op %s (node '%s')",
+                               kiln_op_name(n->op), n->name);
+    }
+}
+
+static kiln_status lower_init(lower *L, const qnn_rt *rt, const kiln_module *m, const kiln_graph *g,
+                              qnn_graph_info *gi) {
+    memset(L, 0, sizeof *L);
+    L->rt = rt, L->m = m, L->g = g, L->gi = gi;
+    L->Tm = (uint32_t)g->max_tokens;
+    L->S = m->n_states ? (uint32_t)m->states[0].ne[0] : 0;
+    gi->pos_value = gi->flag_value = -1;
+    gi->rows = L->Tm, gi->ctx_rows = L->S;
+    if (!(L->vals = kiln_calloc((size_t)g->n_values, sizeof *L->vals)))
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    return KILN_OK;
+}
+
+/* The method input "pos" the partition's position-dependent nodes read. */
+static void find_pos(lower *L, const kiln_node *n) {
+    int slot = n->op == KILN_OP_ROPE        ? 1
+               : n->op == KILN_OP_KV_STORE  ? 2
+               : n->op == KILN_OP_ATTENTION ? 3
+                                            : -1;
+    if (slot >= 0 && slot < n->n_in && L->gi->pos_value < 0) L->gi->pos_value = n->in[slot];
+}
+
+kiln_status qnn_lower_partition(const qnn_rt *rt, qnn_handle ctx, const kiln_module *m,
+                                const kiln_graph *g, const kiln_partition *p, const char *name,
+                                qnn_graph_info *gi) {
+    memset(gi, 0, sizeof *gi);
+    lower L;
+    kiln_status st = lower_init(&L, rt, m, g, gi);
+    if (!st && !(gi->name = kiln_strdup(name))) st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+    if (st) {
+        kiln_free(L.vals);
+        return st;
+    }
+    const qnn_fn *f = rt->lib->fn;
+    qnn_htp_graph_config prec = {.option = QNN_HTP_GRAPH_PRECISION,
+                                 .precision = QNN_HTP_PRECISION_FLOAT16};
+    qnn_config gc = {.option = 0, .custom = &prec};
+    const qnn_config *gcs[2] = {&gc, NULL};
+    qnn_err e = f->graph_create(ctx, name, gcs, &L.graph);
+    if (e) L.st = qnn_fail(rt->lib, "graphCreate", e);
+    for (int i = p->first; i < p->first + p->n_nodes && !L.st; i++) {
+        find_pos(&L, &g->nodes[i]);
+        lower_node(&L, &g->nodes[i]);
+    }
+    /* The partition's outputs leave as f32 (KV rows and logits already did). */
+    for (int j = 0; j < p->n_out && !L.st; j++) {
+        int32_t vi = p->out[j];
+        if (L.vals[vi].kind != 1) continue;
+        const kiln_value *v = &g->values[vi];
+        uint32_t dims[KILN_MAX_DIMS];
+        int rank = value_dims(v, dims);
+        char nm[KILN_NAME_MAX + 8];
+        snprintf(nm, sizeof nm, "out.%s", v->name);
+        L.node = NULL;
+        cast(&L, L.vals[vi].t, io(&L, QNN_OUT_VALUE, vi, nm, QNN_FLOAT32, rank, dims));
+    }
+    if (!L.st && (e = f->graph_finalize(L.graph, NULL, NULL)))
+        L.st = kiln_error_wrap(qnn_fail(rt->lib, "graphFinalize", e), "graph '%s'", name);
+    drop_keep(&L);
+    kiln_free(L.vals);
+    if (L.st) qnn_graph_info_free(gi);
+    return L.st;
+}
+
+int qnn_validate_node(const qnn_rt *rt, const kiln_module *m, const kiln_graph *g,
+                      const kiln_node *n, char *why, size_t cap) {
+    qnn_graph_info gi;
+    memset(&gi, 0, sizeof gi);
+    lower L;
+    if (lower_init(&L, rt, m, g, &gi)) return 0;
+    L.why = why, L.why_cap = cap;
+    why[0] = 0;
+    lower_node(&L, n);
+    int ok = !L.st;
+    if (!ok && !why[0]) snprintf(why, cap, "%s", kiln_last_error());
+    drop_keep(&L);
+    kiln_free(L.vals);
+    qnn_graph_info_free(&gi);
+    return ok;
+}
+
+void qnn_graph_info_free(qnn_graph_info *gi) {
+    for (int i = 0; i < gi->n_io; i++)
+        kiln_free(gi->io[i].name);
+    kiln_free(gi->io);
+    kiln_free(gi->name);
+    memset(gi, 0, sizeof *gi);
+}
