@@ -88,6 +88,7 @@ int main(int argc, char **argv) {
         top2(yr, vocab, &b, &mb);
         double c = cosine(yd, yr, vocab);
         if (c < worst) worst = c;
+        if (getenv("QNN_GREEDY_VERBOSE")) printf("step %d: cosine %.6f\n", s, c);
         if (c < want_cos) {
             printf("step %d: cosine %.6f under %.6f\n", s, c, want_cos);
             rc = 1;
