@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # test.sh: the whole test suite, as CI runs it.
 #   1. installs what the tests need when it is missing (Debian packages,
-#      chromium among them for the HTML report test), then checks every C
-#      file is laid out as clang-format 14 does it (scripts/check_format.sh);
+#      chromium among them for the HTML report test); fetches Qualcomm's QNN
+#      runtime for x86-64 (the HTP emulated) into ${XDG_CACHE_HOME:-~/.cache}/kiln/qnn
+#      with scripts/fetch-qnn.sh and exports KILN_QNN_LIB=that folder for the
+#      tests (a failed fetch fails the run under CI; elsewhere it warns and
+#      exports KILN_QNN_SKIP=1, and the QNN tests skip saying so); then checks
+#      every C file is laid out as clang-format 14 does it (scripts/check_format.sh);
 #   2. a normal build with -Werror, then ctest (the slow Kiln vs llama.cpp test
 #      as its own step, not under the sanitizers);
 #   3. ARM64: a cross build whose tests, each NEON kernel variant and x86 <->
 #      ARM64 programs run under qemu-aarch64 (scripts/test_arm64.sh; KILN_ARM64=0
-#      skips it; without root or apt it skips, except under CI, where it fails);
-#   4. an AddressSanitizer + UndefinedBehaviorSanitizer build, then ctest;
-#   5. each libFuzzer target briefly (KILN_FUZZ_SECONDS, default 20; 0 skips).
+#      skips it; without root or apt it skips, except under CI, where it fails;
+#      the QNN tests skip there: the fetched libraries are x86-64 code);
+#   4. an AddressSanitizer + UndefinedBehaviorSanitizer build, then ctest, leaks
+#      checked (detect_leaks=1) except those inside Qualcomm's libraries
+#      (tests/lsan_qnn.supp);
+#   5. each libFuzzer target briefly (KILN_FUZZ_SECONDS, default 20; 0 skips),
+#      with the same leak suppressions.
 # Build folders: build-test/, build-arm64*/, build-asan/, build-fuzz/ under the repo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +53,23 @@ if [ ! -x .venv-test/bin/python3 ]; then
 fi
 [ -x .venv-test/bin/python3 ] && export PATH="$ROOT/.venv-test/bin:$PATH"
 
+# Qualcomm's QNN runtime (proprietary: fetched, never committed) for the qnn
+# backend's tests, before the builds: under CI they must run; elsewhere,
+# without pip or network, they skip.
+QNN_DIR=${XDG_CACHE_HOME:-$HOME/.cache}/kiln/qnn
+echo "== QNN libraries (scripts/fetch-qnn.sh into $QNN_DIR)"
+if bash scripts/fetch-qnn.sh "$QNN_DIR" >/dev/null; then
+  export KILN_QNN_LIB=$QNN_DIR
+elif [ -n "${CI:-}" ]; then
+  echo "error: the QNN libraries could not be fetched, and CI runs the qnn backend's tests" >&2
+  exit 1
+else
+  echo "warning: no QNN libraries (scripts/fetch-qnn.sh failed): the QNN tests skip (KILN_QNN_SKIP=1)" >&2
+  export KILN_QNN_SKIP=1
+fi
+# LeakSanitizer: leaks inside Qualcomm's libraries are theirs, not reported.
+QNN_LSAN=suppressions=$ROOT/tests/lsan_qnn.supp
+
 # Layout first: a file clang-format 14 would change fails before any build.
 echo "== format (clang-format 14, scripts/check_format.sh)"
 bash scripts/check_format.sh
@@ -63,18 +88,18 @@ echo "== Kiln vs llama.cpp (ctest -L slow)"
 if [ "${KILN_ARM64:-1}" != 0 ]; then
   echo "== ARM64 under qemu (cross build, ctest, kernel variants, x86 <-> ARM64 programs)"
   KILN_ARM64_REQUIRED=${KILN_ARM64_REQUIRED:-$([ -n "${CI:-}" ] && echo 1 || echo 0)} \
-    bash scripts/test_arm64.sh build-test
+    KILN_QNN_SKIP=1 bash scripts/test_arm64.sh build-test
 fi
 
 echo "== build (AddressSanitizer + UndefinedBehaviorSanitizer)"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_WERROR=ON -DKILN_SANITIZE=ON >/dev/null
 cmake --build build-asan -j "$JOBS"
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --output-on-failure -j "$JOBS" -LE slow)
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=$QNN_LSAN \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j "$JOBS" -LE slow)
 
 FUZZ_SECONDS=${KILN_FUZZ_SECONDS:-20}
 if [ "$FUZZ_SECONDS" != 0 ] && [ -x scripts/fuzz.sh ]; then
   echo "== fuzz (${FUZZ_SECONDS}s per target)"
-  bash scripts/fuzz.sh "$FUZZ_SECONDS"
+  LSAN_OPTIONS=$QNN_LSAN bash scripts/fuzz.sh "$FUZZ_SECONDS"
 fi
 echo "== all tests passed"

@@ -1,7 +1,7 @@
 /* cli.c: what the subcommands of `kiln` share: messages and exit codes,
  * signals, the progress bar, and the table-driven argument parser (the
  * tables, the help they print, the paths they name) with the flags
- * `generate` and `chat` share. */
+ * `generate` and `chat` share, and --qnn-lib. */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -505,6 +505,22 @@ static int check_paths(const kiln_cli_command *c, const char *opts) {
     return 0;
 }
 
+/* ---- --qnn-lib ----------------------------------------------------------------- */
+
+int kiln_cli_qnn_lib(const char *cmd, const char *dir) {
+    struct stat s;
+    if (!dir) return 0;
+    if (stat(dir, &s)) {
+        int e = errno;
+        return kiln_cli_usage_error(cmd, "--qnn-lib '%s': %s", dir,
+                                    e == ENOENT ? "no such folder" : strerror(e));
+    }
+    if (!S_ISDIR(s.st_mode))
+        return kiln_cli_usage_error(cmd, "--qnn-lib '%s' is not a folder", dir);
+    kiln_status st = kiln_qnn_set_library_dir(dir);
+    return st ? kiln_cli_fail(cmd, st) : 0;
+}
+
 /* ---- the help ---------------------------------------------------------------- */
 
 static void help_flag(FILE *out, const kiln_cli_flag *f, int column, const char *dest) {
@@ -619,6 +635,7 @@ const kiln_cli_flag kiln_cli_sampling_flags[] = {
      .help = "sampler seed; -1 (default) = random, printed on stderr"},
     KILN_CLI_THREADS(SMP(open.n_threads)),
     KILN_CLI_BACKEND(SMP(open.backend)),
+    KILN_CLI_QNN_LIB(SMP(qnn_lib)),
     {KILN_CLI_END},
 };
 

@@ -163,16 +163,31 @@ extern const char *const kiln_cli_backends[];
      .rule = "must be a thread count in {range}", .shown = "-t",                                   \
      .help = "threads to compute with (default: $KILN_THREADS, else\n"                             \
              "every core this process may run on)"}
+/* --qnn-lib DIR: the folder the qnn backend loads Qualcomm's QNN runtime
+ * from (kiln_qnn_set_library_dir); `at` is the offset of a const char *.
+ * kiln_cli_qnn_lib applies it. */
+#define KILN_CLI_QNN_LIB(at_)                                                                      \
+    {KILN_CLI_STR, "--qnn-lib", "DIR", (at_), .path = KILN_CLI_IN_DIR, .bits = KILN_CLI_NONEMPTY,  \
+     .help = "folder of Qualcomm's QNN libraries (libQnnHtp.so ...)\n"                             \
+             "for qnn partitions (default: $KILN_QNN_LIB, else\n"                                  \
+             "~/.cache/kiln/qnn, filled by scripts/fetch-qnn.sh)"}
 /* clang-format on */
+
+/* --qnn-lib after parsing, before anything is opened or compiled: DIR
+ * (NULL: not given, nothing done) must be an existing folder, then
+ * kiln_qnn_set_library_dir(DIR). 0, or the exit code after the message: 2
+ * when DIR is no folder, 1 when the library refuses it. */
+int kiln_cli_qnn_lib(const char *cmd, const char *dir);
 
 /* The generation flags `generate` and `chat` share, as llama.cpp names them
  * (kiln_cli_sampling_flags): -n, --temp, --top-k, --top-p, --min-p,
  * --repeat-penalty, --repeat-last-n, --seed, and how the program is opened:
- * -t/--threads and --backend. */
+ * -t/--threads, --backend and --qnn-lib. */
 typedef struct kiln_cli_sampling {
     kiln_generate_options gen; /* defaults: kiln_generate_options_init's */
     long long seed;            /* -1 (default): a random one (kiln_cli_sampling_seed) */
     kiln_open_options open;    /* all zero: the library's defaults */
+    const char *qnn_lib;       /* --qnn-lib: NULL = not given (kiln_cli_qnn_lib) */
 } kiln_cli_sampling;
 
 extern const kiln_cli_flag kiln_cli_sampling_flags[];

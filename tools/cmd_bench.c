@@ -16,7 +16,7 @@
 enum { OUT_TABLE, OUT_CSV, OUT_JSON };
 
 typedef struct {
-    const char *model, *trace, *backend;
+    const char *model, *trace, *backend, *qnn_lib;
     kiln_cli_ints pp, tg, threads; /* threads.n 0: the default */
     int reps, format, machine;
     long long mem_mib;
@@ -36,6 +36,7 @@ static const kiln_cli_flag FLAGS[] = {
     {KILN_CLI_INTS, "-t, --threads", "LIST", OPT(threads), .lo = 1, .hi = KILN_MAX_THREADS,
      .help = "thread counts (default: $KILN_THREADS, else the cores)"},
     KILN_CLI_BACKEND(OPT(backend)),
+    KILN_CLI_QNN_LIB(OPT(qnn_lib)),
     {KILN_CLI_INT, "-r, --repetitions", "N", OPT(reps), .lo = 1, .hi = 1000,
      .help = "timed runs per test (default 5)"},
     {KILN_CLI_CHOICE, "-o, --output", "FMT", OPT(format), .choices = FORMATS,
@@ -447,7 +448,7 @@ int kiln_cmd_bench(int argc, char **argv) {
     int rc;
     if (!kiln_cli_parse(&COMMAND, argc, argv, &o, &rc)) return rc;
     if (o.machine) return bench_machine(&o);
-    if ((rc = check_args(&o))) return rc;
+    if ((rc = check_args(&o)) || (rc = kiln_cli_qnn_lib(COMMAND.name, o.qnn_lib))) return rc;
 
     bench b;
     memset(&b, 0, sizeof b);

@@ -586,6 +586,7 @@ int kiln_cmd_chat(int argc, char **argv) {
     options opt;
     int rc;
     if (!kiln_cli_parse(&COMMAND, argc, argv, &opt, &rc)) return rc;
+    if ((rc = kiln_cli_qnn_lib(cmd, opt.smp.qnn_lib))) return rc;
     kiln_chat_options co;
     kiln_chat_options_init(&co);
     co.add_generation_prompt = opt.generation_prompt;

@@ -5,7 +5,13 @@
 #include "cli.h"
 #include "kiln/kiln_compile.h"
 
-#define OPT(field) offsetof(kiln_compile_options, field)
+/* The library's options and the flags that are the command's own. */
+typedef struct {
+    kiln_compile_options c;
+    const char *qnn_lib;
+} options;
+
+#define OPT(field) offsetof(options, c.field)
 
 static const char *const QUANTS[] = {"keep", "f32", "f16", "q8_0", "q4_0", NULL};
 static const char *const KV_TYPES[] = {"f16", "f32", NULL};
@@ -52,11 +58,14 @@ static const kiln_cli_flag FLAGS[] = {
      .bits = KILN_CLI_OPEN_LO, .rule = "is a cosine in {range}",
      .help = "the cosine each node's own output must reach, in\n"
              "(0, 1] (default 0.99)"},
+    KILN_CLI_QNN_LIB(offsetof(options, qnn_lib)),
     {KILN_CLI_END},
 };
 
-static void init(void *o) {
-    kiln_compile_options_init(o);
+static void init(void *p) {
+    options *o = p;
+    kiln_compile_options_init(&o->c);
+    o->qnn_lib = NULL;
 }
 
 static const kiln_cli_command COMMAND = {
@@ -74,7 +83,7 @@ static const kiln_cli_command COMMAND = {
              "  kiln compile SmolLM2-135M-Instruct.Q4_1.gguf -o smollm2.kiln --check\n",
     .column = 23,
     .flags = FLAGS,
-    .size = sizeof(kiln_compile_options),
+    .size = sizeof(options),
     .init = init,
 };
 
@@ -85,13 +94,16 @@ static void log_line(void *user, const char *line) {
 
 int kiln_cmd_compile(int argc, char **argv) {
     const char *cmd = COMMAND.name;
+    options opt;
     kiln_compile_options o;
     int rc;
-    if (!kiln_cli_parse(&COMMAND, argc, argv, &o, &rc)) return rc;
+    if (!kiln_cli_parse(&COMMAND, argc, argv, &opt, &rc)) return rc;
+    o = opt.c;
     if (!o.input) return kiln_cli_usage_error(cmd, "no input checkpoint given");
     if (!o.output) return kiln_cli_usage_error(cmd, "no output given (-o FILE)");
     if (o.check_threshold > 0 && !o.check)
         return kiln_cli_usage_error(cmd, "--check-threshold goes with --check");
+    if ((rc = kiln_cli_qnn_lib(cmd, opt.qnn_lib))) return rc;
     o.progress = kiln_cli_progress;
     o.log = log_line;
     kiln_status st = kiln_compile(&o);

@@ -27,7 +27,7 @@ static const char *CMD = "debug";
 
 typedef struct {
     const char *model, *method, *backend, *reference, *prompt, *inputs, *dump, *against,
-        *against_tok;
+        *against_tok, *qnn_lib;
     double threshold;
     long long position, tokens, seed, threads;
     int have_position, have_tokens;
@@ -88,6 +88,7 @@ static const kiln_cli_flag FLAGS[] = {
              "(llama2.c checkpoints)"},
     {KILN_CLI_I64, "-t, --threads", "N", OPT(threads), .lo = 1, .hi = KILN_MAX_THREADS,
      .help = "threads of the backend under test"},
+    KILN_CLI_QNN_LIB(OPT(qnn_lib)),
     {KILN_CLI_END},
 };
 
@@ -144,7 +145,7 @@ static int parse_args(int argc, char **argv, options *o, int *rc) {
     o->have_position = o->position >= 0;
     o->have_tokens = o->tokens > 0;
     if (!o->have_position) o->position = 0;
-    return !(*rc = check_args(o));
+    return !(*rc = check_args(o)) && !(*rc = kiln_cli_qnn_lib(CMD, o->qnn_lib));
 }
 
 /* The rules between flags: 0, or the exit code of a usage error (printed). */

@@ -406,7 +406,7 @@ int kiln_cmd_generate(int argc, char **argv) {
     options opt;
     int rc;
     if (!kiln_cli_parse(&COMMAND, argc, argv, &opt, &rc)) return rc;
-    if ((rc = check_args(&opt))) return rc;
+    if ((rc = check_args(&opt)) || (rc = kiln_cli_qnn_lib(cmd, opt.smp.qnn_lib))) return rc;
 
     kiln_program *prog = NULL;
     kiln_session *sess = NULL;

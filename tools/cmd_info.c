@@ -9,7 +9,7 @@
 #include "devtools/devtools.h"
 
 typedef struct {
-    const char *path;
+    const char *path, *qnn_lib;
     int json, verify;
 } options;
 
@@ -21,6 +21,7 @@ static const kiln_cli_flag FLAGS[] = {
     {KILN_CLI_SET, "--json", NULL, OPT(json), .lo = 1, .help = "one JSON object instead of text"},
     {KILN_CLI_SET, "--verify", NULL, OPT(verify), .lo = 1,
      .help = "also check every section's checksum, weights included"},
+    KILN_CLI_QNN_LIB(OPT(qnn_lib)),
     {KILN_CLI_END},
 };
 
@@ -30,7 +31,7 @@ static void init(void *o) {
 
 static const kiln_cli_command COMMAND = {
     .name = "info",
-    .about = "usage: kiln info MODEL.kiln [--json] [--verify]\n"
+    .about = "usage: kiln info MODEL.kiln [--json] [--verify] [--qnn-lib DIR]\n"
              "\n"
              "Prints the program's metadata, every method's inputs and outputs (name,\n"
              "dtype, shape), state buffers, constants (count and bytes by dtype), and\n"
@@ -39,7 +40,7 @@ static const kiln_cli_command COMMAND = {
     .notes = "\n"
              "example:\n"
              "  kiln info stories.kiln --verify\n",
-    .column = 13,
+    .column = 17,
     .flags = FLAGS,
     .size = sizeof(options),
     .init = init,
@@ -361,6 +362,7 @@ int kiln_cmd_info(int argc, char **argv) {
     int rc;
     if (!kiln_cli_parse(&COMMAND, argc, argv, &o, &rc)) return rc;
     if (!o.path) return kiln_cli_usage_error(cmd, "no program given");
+    if ((rc = kiln_cli_qnn_lib(cmd, o.qnn_lib))) return rc;
     kiln_program *p;
     kiln_status st = kiln_program_open(o.path, &p);
     if (st) return kiln_cli_fail(cmd, st);

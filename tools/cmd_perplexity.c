@@ -15,7 +15,7 @@
 #include "cli.h"
 
 typedef struct {
-    const char *model, *text, *base;
+    const char *model, *text, *base, *qnn_lib;
     long long ctx, limit;
     kiln_open_options open;
 } options;
@@ -47,6 +47,7 @@ static const kiln_cli_flag FLAGS[] = {
              "and top-1 agreement ('Same top p'), as llama.cpp's\n"
              "--kl-divergence does"},
     KILN_CLI_THREADS(OPT(open.n_threads)),
+    KILN_CLI_QNN_LIB(OPT(qnn_lib)),
     {KILN_CLI_END},
 };
 
@@ -617,6 +618,7 @@ int kiln_cmd_perplexity(int argc, char **argv) {
     if (!kiln_cli_parse(&COMMAND, argc, argv, &o, &rc)) return rc;
     if (!o.model) return kiln_cli_usage_error(CMD, "no model given (-m FILE)");
     if (!o.text) return kiln_cli_usage_error(CMD, "no text given (-f FILE)");
+    if ((rc = kiln_cli_qnn_lib(CMD, o.qnn_lib))) return rc;
 
     ppl_eval e;
     memset(&e, 0, sizeof e);

@@ -21,7 +21,7 @@ static const char *CMD = "run";
 /* ---- options ------------------------------------------------------------------- */
 
 typedef struct {
-    const char *model, *method, *inputs, *output_dir, *backend, *trace;
+    const char *model, *method, *inputs, *output_dir, *backend, *trace, *qnn_lib;
     long long iterations, warm_up, seed, threads, prompt_len, gen_len;
     int have_seed, have_prompt_len, have_gen_len;
 } options;
@@ -58,6 +58,7 @@ static const kiln_cli_flag FLAGS[] = {
      .help = "write the last iteration's inputs and outputs of\n"
              "every method run, as a tensor folder"},
     KILN_CLI_BACKEND(OPT(backend)),
+    KILN_CLI_QNN_LIB(OPT(qnn_lib)),
     {KILN_CLI_I64, "-t, --threads", "N", OPT(threads), .lo = 1, .hi = KILN_MAX_THREADS,
      .help = "threads to compute with (default: $KILN_THREADS,\n"
              "else every core this process may run on)"},
@@ -126,7 +127,7 @@ static int parse_args(int argc, char **argv, options *o, int *rc) {
         *rc = kiln_cli_usage_error(CMD, "no program given (-m MODEL.kiln)");
         return 0;
     }
-    return 1;
+    return !(*rc = kiln_cli_qnn_lib(CMD, o->qnn_lib));
 }
 
 /* ---- random numbers ------------------------------------------------------------------ */

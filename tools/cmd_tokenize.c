@@ -9,7 +9,7 @@
 #include "kiln/kiln_llm.h"
 
 typedef struct {
-    const char *model, *tokenizer;
+    const char *model, *tokenizer, *qnn_lib;
     int json, decode, add_special, plain_special;
 } options;
 
@@ -29,6 +29,7 @@ static const kiln_cli_flag FLAGS[] = {
     {KILN_CLI_SET, "--decode", NULL, OPT(decode), .lo = 1,
      .help = "read ids (space-, comma- or newline-separated, or a JSON\n"
              "array) from stdin and write the exact bytes they decode to"},
+    KILN_CLI_QNN_LIB(OPT(qnn_lib)),
     {KILN_CLI_END},
 };
 
@@ -153,6 +154,7 @@ int kiln_cmd_tokenize(int argc, char **argv) {
     if (o.decode && (flags || o.json))
         return kiln_cli_usage_error(
             cmd, "--decode takes no --json, --add-special or --no-parse-special");
+    if ((rc = kiln_cli_qnn_lib(cmd, o.qnn_lib))) return rc;
 
     kiln_tokenizer *tok = NULL;
     kiln_status st;
