@@ -50,7 +50,11 @@ static void log_cb(const char *fmt, uint32_t level, uint64_t ts, va_list ap) {
     size_t n = strlen(line);
     while (n && (line[n - 1] == '\n' || line[n - 1] == ' '))
         line[--n] = 0;
-    if (level == 1) snprintf(last_log, sizeof last_log, "%s", line);
+    if (level == 1) { /* kept, cut to fit */
+        size_t k = n < sizeof last_log - 1 ? n : sizeof last_log - 1;
+        memcpy(last_log, line, k);
+        last_log[k] = 0;
+    }
     if ((int)level <= log_level) fprintf(stderr, "kiln: qnn [%u] %s\n", level, line);
 }
 
