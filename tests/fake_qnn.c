@@ -13,8 +13,8 @@ static const qnn_provider provider = {
 };
 static const qnn_provider *list[1] = {&provider};
 
-__attribute__((visibility("default"))) qnn_err
-QnnInterface_getProviders(const qnn_provider ***out, uint32_t *n) {
+__attribute__((visibility("default"))) qnn_err QnnInterface_getProviders(const qnn_provider ***out,
+                                                                         uint32_t *n) {
     *out = (const qnn_provider **)list;
     *n = 1;
     return 0;

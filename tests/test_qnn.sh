@@ -98,6 +98,17 @@ EOF
   got=$("$KILN" generate -m "$P" -p "$prompt" -n $((128 - N_PROMPT + 1)) --temp 0 --no-stats 2>/dev/null)
   if [ "$got" = "$want" ]; then ok text_as_run_c; else bad text_as_run_c "got: ${got:0:120}"; fi
 
+  # the trace: each QNN partition's host work, its own row in inspect
+  "$KILN" generate -m "$P" -p "Once" -n 4 --temp 0 --trace "$WORK/t.jsonl" >/dev/null 2>&1
+  if grep -q '"backend":"qnn".*"host_ns":[1-9]' "$WORK/t.jsonl"; then ok trace_host_ns; else bad trace_host_ns "$(grep -m1 partition "$WORK/t.jsonl")"; fi
+  out=$("$KILN" inspect "$WORK/t.jsonl" 2>&1)
+  if grep -q '(host: bind, copy, cache)' <<<"$out" && grep -q '(in the delegate)' <<<"$out"; then ok inspect_host_row
+  else bad inspect_host_row "$(grep -A4 'qnn  *partition' <<<"$out" | head -5)"; fi
+  sed 's/"host_ns":[0-9]*/"host_ns":999999999999/' "$WORK/t.jsonl" >"$WORK/bad.jsonl"
+  expect inspect_host_too_big 1 "is more than the partition's" -- "$KILN" inspect "$WORK/bad.jsonl"
+  sed 's/"host_ns":[0-9]*/"host_ns":1.5/' "$WORK/t.jsonl" >"$WORK/bad2.jsonl"
+  expect inspect_host_not_int 1 "host_ns" -- "$KILN" inspect "$WORK/bad2.jsonl"
+
   # mixed partitions: qnn / cpu / qnn in every layer
   M=$WORK/mixed.kiln
   expect mixed_compile 0 "12 graphs in one context" -- "$KILN" compile "$S/stories260K.bin" --tokenizer "$S/tok512.bin" \

@@ -98,7 +98,7 @@ typedef struct leaf {
 
 typedef struct group { /* one method's partitions on one backend */
     int64_t n, first;  /* its partition durations: pdur[first .. first + n) */
-    uint64_t part_ns, node_ns;
+    uint64_t part_ns, node_ns, host_ns;
     double flops, bytes, peak_ns;
     int fallback;
     int64_t first_leaf; /* -1: none */
@@ -191,6 +191,7 @@ static void build_partitions(builder *b) {
         group *g = &b->groups[p->method * b->nb + p->backend];
         g->n++;
         g->part_ns += p->t1 - p->t0;
+        g->host_ns += p->host_ns;
         g->fallback = p->fallback;
     }
     for (int64_t i = 0; i < n_groups; i++) {
@@ -420,11 +421,22 @@ static kiln_status group_rows(builder *b, const insp_method_stat *s, int bk, dou
     double group_ms = row->total;
     kiln_status st = leaf_rows(b, m, bk, g, group_ms);
     if (st) return st;
+    /* A delegate's host work (binding, copies, cache writes) is its own row;
+     * the rest of a partition without node events is the accelerator's. */
+    if (g->host_ns) {
+        if (!(row = push_row(b))) return nomem();
+        row_init(row, 2, ROW_EXECUTOR, "(host: bind, copy, cache)");
+        row->method = m;
+        row->backend = bk;
+        row->total = insp_ms(g->host_ns);
+        row->pct = group_ms > 0 ? 100 * row->total / group_ms : 0;
+    }
     if (!(row = push_row(b))) return nomem();
-    row_init(row, 2, ROW_EXECUTOR, "(between nodes)");
+    row_init(row, 2, ROW_EXECUTOR,
+             g->node_ns || !g->host_ns ? "(between nodes)" : "(in the delegate)");
     row->method = m;
     row->backend = bk;
-    row->total = group_ms - (double)g->node_ns / 1e6;
+    row->total = group_ms - (double)g->node_ns / 1e6 - insp_ms(g->host_ns);
     if (row->total < 0) row->total = 0;
     row->pct = group_ms > 0 ? 100 * row->total / group_ms : 0;
     return KILN_OK;

@@ -306,8 +306,12 @@ static kiln_status read_part(reader *r, const kiln_json *o) {
                        &p.backend)) ||
         (st = kiln_json_get_bool(o, what, "fallback", 1, &fb)) ||
         (st = get_uint(o, what, "first_node", INT32_MAX, &first)) ||
-        (st = get_uint(o, what, "last_node", INT32_MAX, &last)))
+        (st = get_uint(o, what, "last_node", INT32_MAX, &last)) ||
+        (st = kiln_json_get_u64(o, what, "host_ns", 0, UINT64_MAX, &p.host_ns)))
         return st;
+    if (p.host_ns > p.t1 - p.t0)
+        return fail(t, r->line, "host_ns %llu is more than the partition's %llu ns",
+                    (unsigned long long)p.host_ns, (unsigned long long)(p.t1 - p.t0));
     if (last < first)
         return fail(t, r->line, "last_node %lld is before first_node %lld", (long long)last,
                     (long long)first);

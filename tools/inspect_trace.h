@@ -26,6 +26,7 @@ typedef struct insp_node { /* "ev":"node" */
 typedef struct insp_part { /* "ev":"partition" */
     int64_t call, line;
     uint64_t t0, t1;
+    uint64_t host_ns; /* a delegate's time on the host inside it (0: none given) */
     int32_t partition, first_node, last_node;
     int16_t method, backend;
     uint8_t fallback;

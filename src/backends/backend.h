@@ -58,9 +58,12 @@ typedef struct kiln_backend {
     kiln_status (*load)(void *ctx, const kiln_module *m, int b, const kiln_blob *blob);
     /* Runs a whole partition (NULL: node by node through exec). vals holds
      * every value of the method with its data and actual shape; the
-     * partition's boundary outputs are written. */
+     * partition's boundary outputs are written. *host_ns (never NULL, 0 on
+     * entry) receives the part of the call spent on the host around the
+     * accelerator's own (binding, copies, cache writes), for the trace. */
     kiln_status (*execute)(void *ctx, const kiln_graph *g, const kiln_partition *p,
-                           kiln_tensor *vals, void *scratch, uint64_t scratch_bytes);
+                           kiln_tensor *vals, void *scratch, uint64_t scratch_bytes,
+                           uint64_t *host_ns);
 } kiln_backend;
 
 const kiln_backend *kiln_backend_find(const char *name);

@@ -5,11 +5,8 @@
 #include "backends/backend.h"
 
 static const kiln_backend *const g_backends[] = {
-    &kiln_backend_ref_impl,
-    &kiln_backend_test_impl,
-    &kiln_backend_cpu_impl,
-    &kiln_backend_testd_impl,
-    &kiln_backend_qnn_impl,
+    &kiln_backend_ref_impl,   &kiln_backend_test_impl, &kiln_backend_cpu_impl,
+    &kiln_backend_testd_impl, &kiln_backend_qnn_impl,
 };
 
 const kiln_backend *kiln_backend_find(const char *name) {

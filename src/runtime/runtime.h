@@ -48,8 +48,9 @@ void kiln_trace_call_begin(struct kiln_trace *t);
 void kiln_trace_node(struct kiln_trace *t, const kiln_program *p, int method, int part, int index,
                      const kiln_node *n, const kiln_tensor *const *in, const kiln_tensor *out,
                      uint64_t t0, uint64_t t1);
+/* host_ns: a delegate's time on the host inside the partition (0: none). */
 void kiln_trace_partition(struct kiln_trace *t, const kiln_program *p, int method, int part,
-                          const kiln_partition *pt, uint64_t t0, uint64_t t1);
+                          const kiln_partition *pt, uint64_t t0, uint64_t t1, uint64_t host_ns);
 void kiln_trace_method(struct kiln_trace *t, int method, int64_t tokens, uint64_t t0, uint64_t t1,
                        int ok);
 

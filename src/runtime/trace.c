@@ -31,6 +31,7 @@ typedef struct trace_ev {
     int64_t tokens;        /* method: T */
     uint64_t t0, t1;       /* ns since the trace was created */
     uint64_t flops, bytes; /* node: counts by the op's cost rules */
+    uint64_t host_ns;      /* partition: a delegate's time on the host (0: none) */
     const char *unit;      /* the backend's own string, lives as long as the program */
 } trace_ev;
 
@@ -155,7 +156,7 @@ void kiln_trace_node(kiln_trace *t, const kiln_program *p, int method, int part,
 }
 
 void kiln_trace_partition(kiln_trace *t, const kiln_program *p, int method, int part,
-                          const kiln_partition *pt, uint64_t t0, uint64_t t1) {
+                          const kiln_partition *pt, uint64_t t0, uint64_t t1, uint64_t host_ns) {
     if (t->n_pend == t->cap_pend) {
         int cap = t->cap_pend ? 2 * t->cap_pend : 16;
         trace_ev *np = kiln_realloc(t->pend, sizeof *np * (size_t)cap);
@@ -175,7 +176,8 @@ void kiln_trace_partition(kiln_trace *t, const kiln_program *p, int method, int 
                                       .partition = part,
                                       .call = t->n_calls,
                                       .t0 = t0,
-                                      .t1 = t1};
+                                      .t1 = t1,
+                                      .host_ns = host_ns};
 }
 
 void kiln_trace_method(kiln_trace *t, int method, int64_t tokens, uint64_t t0, uint64_t t1,
@@ -237,9 +239,11 @@ static void write_event(FILE *f, const kiln_program *p, const trace_ev *e) {
         kiln_json_fput_str(f, backend);
         fprintf(f,
                 ",\"fallback\":%s,\"first_node\":%d,\"last_node\":%d,\"start_ns\":%llu,\"end_ns\":%"
-                "llu}\n",
+                "llu",
                 e->fallback ? "true" : "false", e->node, e->node_last, (unsigned long long)e->t0,
                 (unsigned long long)e->t1);
+        if (e->host_ns) fprintf(f, ",\"host_ns\":%llu", (unsigned long long)e->host_ns);
+        fputs("}\n", f);
         return;
     }
     const kiln_node *n = &g->nodes[e->node];

@@ -74,6 +74,12 @@ static int qnn_supports(const kiln_module *m, const kiln_graph *g, const kiln_no
     return ok;
 }
 
+static uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 static double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -376,8 +382,10 @@ static const qnn_graph_info *find_graph(const qnn_ctx *c, int method, int part) 
 }
 
 static kiln_status qnn_execute(void *ctx, const kiln_graph *g, const kiln_partition *p,
-                               kiln_tensor *vals, void *scratch, uint64_t scratch_bytes) {
+                               kiln_tensor *vals, void *scratch, uint64_t scratch_bytes,
+                               uint64_t *host_ns) {
     (void)scratch, (void)scratch_bytes;
+    uint64_t t_begin = now_ns(), t_exec = 0, t_done = 0;
     qnn_ctx *c = ctx;
     int method = (int)(g - c->m->methods), part = (int)(p - g->parts);
     const qnn_graph_info *gi = c->ctx ? find_graph(c, method, part) : NULL;
@@ -480,7 +488,9 @@ static kiln_status qnn_execute(void *ctx, const kiln_graph *g, const kiln_partit
     }
     if (!st) {
         qnn_clear_log();
+        t_exec = now_ns();
         qnn_err e = c->rt.lib->fn->graph_execute(gi->graph, in, n_in, out, n_out, NULL, NULL);
+        t_done = now_ns();
         if (e) st = kiln_error_wrap(qnn_fail(c->rt.lib, "graphExecute", e), "graph '%s'", gi->name);
     }
     /* The call's own KV rows into the cache; the logits rows kept. */
@@ -500,6 +510,7 @@ static kiln_status qnn_execute(void *ctx, const kiln_graph *g, const kiln_partit
         }
     }
     stage_put(c, st_base);
+    if (t_exec) *host_ns = (t_exec - t_begin) + (now_ns() - t_done);
     return st;
 }
 

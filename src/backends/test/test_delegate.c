@@ -115,7 +115,8 @@ static kiln_status testd_load(void *ctx, const kiln_module *m, int b, const kiln
 }
 
 static kiln_status testd_execute(void *ctx, const kiln_graph *g, const kiln_partition *p,
-                                 kiln_tensor *vals, void *scratch, uint64_t scratch_bytes) {
+                                 kiln_tensor *vals, void *scratch, uint64_t scratch_bytes,
+                                 uint64_t *host_ns) {
     if (!((testd_ctx *)ctx)->loaded || p->blob < 0)
         return kiln_error(KILN_ERR_BACKEND, "testd: partition '%s' was never loaded",
                           p->graph ? p->graph : "?");
