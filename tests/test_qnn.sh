@@ -80,6 +80,20 @@ if [ "$MODE" = quick ]; then
      [ "$(grep -c 'partitions (1)' <<<"$info")" = 2 ]; then ok every_node_on_qnn
   else bad every_node_on_qnn "$(grep -A3 partitions <<<"$info" | head -8)"; fi
   expect info_blob 0 "format=kiln-qnn-1, soc=SM8650" -- "$KILN" info "$P"
+  expect info_without_library 0 "format=kiln-qnn-1" -- env KILN_QNN_LIB="$WORK/none" "$KILN" info "$P"
+  expect run_without_library 1 "names '$WORK/none', which has no libQnnHtp.so" -- \
+    env KILN_QNN_LIB="$WORK/none" "$KILN" generate -m "$P" -p x -n 1
+  expect on_cpu_without_library 0 "" -- env KILN_QNN_LIB="$WORK/none" "$KILN" generate -m "$P" -p x -n 1 --backend cpu
+  # weights once: a weight-shared context, smaller, loadable only on a device
+  W=$WORK/shared.kiln
+  expect sharing_compile 0 "2 graphs in one context" -- "$KILN" compile "$S/stories260K.bin" --tokenizer "$S/tok512.bin" \
+    --backend qnn:weight-sharing,cpu --prefill 16 -o "$W"
+  expect sharing_info 0 "weight_sharing=yes, device_only=yes" -- "$KILN" info "$W"
+  expect sharing_refused_here 1 "loads only on a device's HTP" -- "$KILN" generate -m "$W" -p x -n 1
+  expect sharing_on_cpu 0 "" -- "$KILN" generate -m "$W" -p x -n 1 --backend cpu
+  a=$("$KILN" info "$P" | awk '/^size:/ {print $7}') b=$("$KILN" info "$W" | awk '/^size:/ {print $7}')
+  if [ -n "$a" ] && [ -n "$b" ] && [ "$b" -lt "$a" ]; then ok "sharing_smaller ($b against $a bytes of blob)"
+  else bad sharing_smaller "'$b' against '$a'"; fi
   # llama2.c's greedy text, or ref's ids up to a near tie
   python3 - "$S/expected.json" >"$WORK/cases" <<'EOF'
 import json, sys

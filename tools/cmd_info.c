@@ -363,8 +363,11 @@ int kiln_cmd_info(int argc, char **argv) {
     if (!kiln_cli_parse(&COMMAND, argc, argv, &o, &rc)) return rc;
     if (!o.path) return kiln_cli_usage_error(cmd, "no program given");
     if ((rc = kiln_cli_qnn_lib(cmd, o.qnn_lib))) return rc;
+    /* described, not run: a delegate's blob is checked but not loaded, so
+     * a QNN program is described where Qualcomm's library is absent */
+    kiln_open_options describe = {.describe_only = 1};
     kiln_program *p;
-    kiln_status st = kiln_program_open(o.path, &p);
+    kiln_status st = kiln_program_open_with(o.path, &describe, &p);
     if (st) return kiln_cli_fail(cmd, st);
     if (o.verify && (st = kiln_program_verify(p))) {
         kiln_program_close(p);

@@ -141,6 +141,12 @@ typedef struct kiln_open_options {
      * memory plan does not depend on the backend: every op's scratch rule
      * covers them all.) */
     const char *backend;
+    /* 1: describe the program only (kiln info): every section and blob is
+     * checked as usual, but no blob is handed to its delegate, so a program
+     * compiled for QNN opens where Qualcomm's library is missing or cannot
+     * load its binary (a weight-shared one off a device). Such a program
+     * makes no sessions (KILN_ERR_UNSUPPORTED). */
+    int describe_only;
 } kiln_open_options;
 
 /* Where the QNN delegate finds Qualcomm's runtime (libQnnHtp.so and the

@@ -27,10 +27,17 @@ static kiln_status stop_asked(const kiln_compile_options *o, const char *stage) 
     return KILN_OK;
 }
 
-/* Reads a program just written back: parse, verify graphs, every checksum. */
-static kiln_status verify_written(const char *path) {
+/* Reads a program just written back: parse, verify graphs, every checksum.
+ * A blob its backend marks device_only (QNN's weight-shared binaries) cannot
+ * load on this machine: such a program is read back described only (the
+ * blobs' checksums still checked). */
+static kiln_status verify_written(const char *path, const kiln_module *m) {
+    int device_only = 0;
+    for (int i = 0; i < m->n_blobs; i++)
+        device_only |= kiln_blob_prop(&m->blobs[i], "device_only") != NULL;
+    kiln_open_options describe = {.describe_only = 1};
     kiln_program *p;
-    kiln_status st = kiln_program_open(path, &p);
+    kiln_status st = kiln_program_open_with(path, device_only ? &describe : NULL, &p);
     if (st) return kiln_error_wrap(st, "the program just written does not read back");
     st = kiln_program_verify(p);
     kiln_program_close(p);
@@ -95,7 +102,7 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
             (st = kiln_outfile_finish(&out)))
             goto done;
         /* Verify what was written: parse, verify graphs, check every checksum. */
-        if ((st = stop_asked(o, "verify")) || (st = verify_written(out.tmp))) goto done;
+        if ((st = stop_asked(o, "verify")) || (st = verify_written(out.tmp, &m))) goto done;
         /* --check: once; --check=fallback may move partitions to ref, and
          * the program is written again (the memory plan holds for every
          * backend: verified again here) */

@@ -104,6 +104,7 @@ static kiln_status load_blobs(kiln_program *p) {
         if (!be->load)
             return kiln_error(KILN_ERR_FORMAT, "'%s': %s: backend %s takes no blob, blob %d is its",
                               kiln_basename(p->path), who, name, i);
+        if (p->describe_only) continue;
         kiln_status st = be->load(p->backend_ctx[b->backend], m, b->backend, b);
         if (st)
             return kiln_error_wrap(st, "'%s': %s (backend %s), blob %d", kiln_basename(p->path),
@@ -158,6 +159,7 @@ kiln_status kiln_program_open_with(const char *path, const kiln_open_options *op
         p->fallback[i] = b == kiln_backend_ref() && req && req->type == KILN_META_STR &&
                          !list_names(req->s, "ref") && !options->backend;
     }
+    p->describe_only = options->describe_only != 0;
     if ((st = load_blobs(p))) goto fail;
     for (int k = 0; k < p->mod.n_methods; k++) {
         const kiln_graph *g = &p->mod.methods[k];

@@ -26,6 +26,7 @@ struct kiln_program {
     uint64_t *input_offset;     /* per method: first input's offset in the input block */
     uint64_t input_block_bytes; /* all methods' inputs */
     uint64_t arena_bytes;       /* largest method arena */
+    int describe_only;          /* kiln_open_options.describe_only: no sessions */
 };
 
 struct kiln_session {

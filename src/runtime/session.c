@@ -28,6 +28,10 @@ void kiln_session_destroy(kiln_session *s) {
 kiln_status kiln_session_create(const kiln_program *p, kiln_session **out) {
     *out = NULL;
     if (!p) return kiln_error(KILN_ERR_INVALID_ARG, "no program given");
+    if (p->describe_only)
+        return kiln_error(KILN_ERR_UNSUPPORTED,
+                          "'%s' was opened to be described only (describe_only): it runs nothing",
+                          kiln_basename(p->path));
     const kiln_module *m = &p->mod;
     kiln_session *s = kiln_calloc(1, sizeof *s);
     if (!s) return kiln_error(KILN_ERR_NOMEM, "out of memory creating a session");

@@ -144,7 +144,20 @@ typedef struct {
     };
 } qnn_htp_graph_config;
 
-enum { QNN_HTP_DEVICE_SOC = 0, QNN_HTP_GRAPH_PRECISION = 2, QNN_HTP_PRECISION_FLOAT16 = 1 };
+typedef struct {
+    uint32_t option; /* 1: weight sharing */
+    union {
+        uint8_t weight_sharing; /* a C bool */
+        uint64_t space[4];
+    };
+} qnn_htp_context_config;
+
+enum {
+    QNN_HTP_DEVICE_SOC = 0,
+    QNN_HTP_GRAPH_PRECISION = 2,
+    QNN_HTP_PRECISION_FLOAT16 = 1,
+    QNN_HTP_CONTEXT_WEIGHT_SHARING = 1,
+};
 
 typedef void (*qnn_log_fn)(const char *fmt, uint32_t level, uint64_t timestamp, va_list ap);
 

@@ -17,6 +17,7 @@
 
 #define KEY_SOC "backend.qnn.soc"
 #define KEY_REFUSE "backend.qnn.refuse"
+#define KEY_SHARING "backend.qnn.weight_sharing"
 
 /* ---- compile time ---------------------------------------------------------------- */
 
@@ -28,7 +29,7 @@ static char rejected[2048];
 static int n_rejected;
 
 static kiln_status qnn_configure(kiln_module *m, const char *options) {
-    int soc = QNN_SOC_DEFAULT;
+    int soc = QNN_SOC_DEFAULT, sharing = 0;
     kiln_status st = KILN_OK;
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", options ? options : "");
@@ -41,14 +42,20 @@ static kiln_status qnn_configure(kiln_module *m, const char *options) {
                 return kiln_error(KILN_ERR_INVALID_ARG, "backend 'qnn': unknown SoC '%s' (%s)",
                                   o + 4, names);
             }
+        } else if (!strcmp(o, "weight-sharing")) {
+            sharing = 1;
         } else if (!strncmp(o, "refuse=", 7)) {
             st = kiln_test_refuse_set(m, "qnn", KEY_REFUSE, o + 7);
         } else {
             return kiln_error(KILN_ERR_INVALID_ARG,
-                              "backend 'qnn': unknown option '%s' (soc=NAME, refuse=OP+OP)", o);
+                              "backend 'qnn': unknown option '%s' (soc=NAME, refuse=OP+OP, "
+                              "weight-sharing)",
+                              o);
         }
     }
-    if (st || (st = kiln_meta_set_int(m, KEY_SOC, soc))) return st;
+    if (st || (st = kiln_meta_set_int(m, KEY_SOC, soc)) ||
+        (sharing && (st = kiln_meta_set_int(m, KEY_SHARING, 1))))
+        return st;
     pthread_mutex_lock(&compile_lock);
     if (check_rt.lib && check_rt.soc != soc) qnn_rt_close(&check_rt);
     if (!check_rt.lib) st = qnn_rt_open(&check_rt, soc);
@@ -114,8 +121,14 @@ static kiln_status qnn_prepare(kiln_module *m, int b, const kiln_prepare_options
     kiln_status st = qnn_rt_open(&rt, soc);
     if (st) return st;
     const qnn_fn *f = rt.lib->fn;
+    /* Weight sharing: the graphs of the context hold one copy of the weights
+     * they share; such a binary loads only on a device (on x86: code 1000). */
+    int sharing = (int)kiln_meta_int_or(m, KEY_SHARING, 0);
+    qnn_htp_context_config share = {.option = QNN_HTP_CONTEXT_WEIGHT_SHARING, .weight_sharing = 1};
+    qnn_config cc = {.option = 0, .custom = &share};
+    const qnn_config *ccs[2] = {&cc, NULL};
     qnn_handle ctx = NULL;
-    qnn_err e = f->context_create(rt.be, rt.dev, NULL, &ctx);
+    qnn_err e = f->context_create(rt.be, rt.dev, sharing ? ccs : NULL, &ctx);
     if (e) {
         st = qnn_fail(rt.lib, "contextCreate", e);
         qnn_rt_close(&rt);
@@ -178,7 +191,9 @@ static kiln_status qnn_prepare(kiln_module *m, int b, const kiln_prepare_options
     if ((st = kiln_blob_set_prop(bl, "format", "kiln-qnn-1")) ||
         (st = kiln_blob_set_prop(bl, "soc", qnn_soc_name(soc) ? qnn_soc_name(soc) : "?")) ||
         (st = kiln_blob_set_prop(bl, "qairt", build)) ||
-        (st = kiln_blob_set_prop(bl, "core_api", api)))
+        (st = kiln_blob_set_prop(bl, "core_api", api)) ||
+        (sharing && ((st = kiln_blob_set_prop(bl, "weight_sharing", "yes")) ||
+                     (st = kiln_blob_set_prop(bl, "device_only", "yes")))))
         return st;
     for (int k = 0; k < m->n_methods; k++)
         for (int j = 0; j < m->methods[k].n_parts; j++)
@@ -267,11 +282,31 @@ static kiln_status check_graph(const kiln_module *m, int b, const qnn_graph_info
             "QNN graph '%s' has %u rows and %u cache rows; method '%s' has %d and %lld", gi->name,
             gi->rows, gi->ctx_rows, g->name, g->max_tokens,
             (long long)(m->n_states ? m->states[0].ne[0] : 0));
-    if (gi->pos_value >= g->n_values || gi->flag_value >= g->n_values)
-        return kiln_error(KILN_ERR_FORMAT, "QNN graph '%s': position or flag value out of range",
-                          gi->name);
+    for (int k = 0; k < 2; k++) { /* pos and all_logits: i32 [1] inputs */
+        int32_t v = k ? gi->flag_value : gi->pos_value;
+        if (v >= g->n_values ||
+            (v >= 0 && (g->values[v].dtype != KILN_I32 ||
+                        kiln_shape_elems(g->values[v].ndim, g->values[v].ne) != 1)))
+            return kiln_error(KILN_ERR_FORMAT, "QNN graph '%s': its %s value %d is not an i32 [1]",
+                              gi->name, k ? "all_logits" : "pos", v);
+    }
     for (int i = 0; i < gi->n_io; i++) {
         const qnn_io *x = &gi->io[i];
+        /* What the host writes or reads has the graph's rows, and the shape
+         * and type its role says: the executor's loops rely on it. */
+        int rowed = x->role != QNN_IN_STATE;
+        uint32_t cols = x->role == QNN_IN_MASK_NEW ? gi->ctx_rows + gi->rows : gi->ctx_rows;
+        int ok = !rowed || x->dims[0] == gi->rows;
+        if (x->role == QNN_IN_POSITIONS) ok = ok && x->rank == 1 && x->dtype == QNN_INT32;
+        if (x->role == QNN_IN_MASK_NEW || x->role == QNN_IN_MASK_ALL)
+            ok = ok && x->rank == 2 && x->dims[1] == cols && x->dtype == QNN_FLOAT16;
+        if (x->role == QNN_IN_POSITIONS || x->role == QNN_IN_MASK_NEW ||
+            x->role == QNN_IN_MASK_ALL || x->role == QNN_OUT_KV_ROWS)
+            ok = ok && gi->pos_value >= 0;
+        if (!ok)
+            return kiln_error(KILN_ERR_FORMAT,
+                              "QNN graph '%s': tensor '%s' does not have the shape its role needs",
+                              gi->name, x->name);
         int needs_value =
             x->role == QNN_IN_VALUE || x->role == QNN_IN_STATE || x->role >= QNN_OUT_VALUE;
         if (needs_value && (x->value < 0 || x->value >= g->n_values))
@@ -289,14 +324,16 @@ static kiln_status check_graph(const kiln_module *m, int b, const qnn_graph_info
                 want = m->states[v->ref].nbytes;
             }
             if (x->role == QNN_OUT_KV_ROWS) {
-                if (v->kind != KILN_VAL_VIEW || v->ref < 0 || v->ref >= m->n_states ||
-                    x->rank != 2 || (int64_t)x->dims[1] != m->states[v->ref].ne[1])
+                const kiln_state *s =
+                    v->ref >= 0 && v->ref < m->n_states ? &m->states[v->ref] : NULL;
+                if (v->kind != KILN_VAL_VIEW || !s || x->rank != 2 ||
+                    (int64_t)x->dims[1] != s->ne[1] || x->dims[0] > s->ne[0] ||
+                    x->dtype != (s->dtype == KILN_F16 ? QNN_FLOAT16 : QNN_FLOAT32))
                     return kiln_error(KILN_ERR_FORMAT,
                                       "QNN graph '%s': KV rows '%s' do not fit their cache",
                                       gi->name, x->name);
                 continue;
             }
-            if (x->role == QNN_IN_VALUE && x->dtype == QNN_INT32) want = io_bytes(x);
             if (io_bytes(x) != want)
                 return kiln_error(KILN_ERR_FORMAT,
                                   "QNN graph '%s': tensor '%s' is %llu bytes, value '%s' %llu",
@@ -317,21 +354,33 @@ static kiln_status qnn_load(void *ctx, const kiln_module *m, int b, const kiln_b
     kiln_status st = qnn_blob_read(blob->data, blob->size, &c->view);
     if (st) return st;
     const char *built = kiln_blob_prop(blob, "qairt"), *soc = kiln_blob_prop(blob, "soc");
-    if ((st = qnn_rt_open(&c->rt, c->view.soc))) return st;
-    if (built && strcmp(built, c->rt.lib->build_id))
+#if defined(__x86_64__)
+    if (kiln_blob_prop(blob, "weight_sharing"))
         return kiln_error(KILN_ERR_UNSUPPORTED,
-                          "QNN: the program was prepared with QAIRT %s, the library in '%s' is %s: "
-                          "compile it again with this library",
-                          built, c->rt.lib->dir, c->rt.lib->build_id);
+                          "QNN: this program was compiled with qnn:weight-sharing, whose context "
+                          "binary loads only on a device's HTP (QNN's x86 emulator refuses shared "
+                          "weights); run it on the phone, or compile without weight-sharing here");
+#endif
+    if ((st = qnn_rt_open(&c->rt, c->view.soc))) return st;
+    /* Another build may load the binary (a device's library of the same
+     * release does): compared, and named if the load fails. */
+    int other_build = built && strcmp(built, c->rt.lib->build_id);
     qnn_clear_log();
     int quiet = qnn_quiet_begin();
     qnn_err e = c->rt.lib->fn->context_create_from_binary(c->rt.be, c->rt.dev, NULL, c->view.binary,
                                                           c->view.binary_size, &c->ctx, NULL);
     qnn_quiet_end(quiet);
-    if (e)
-        return kiln_error_wrap(qnn_fail(c->rt.lib, "contextCreateFromBinary", e),
-                               "context binary of %llu bytes prepared for %s",
+    if (e) {
+        st = qnn_fail(c->rt.lib, "contextCreateFromBinary", e);
+        if (other_build)
+            return kiln_error_wrap(st,
+                                   "context binary of %llu bytes prepared for %s by QAIRT %s; the "
+                                   "library in '%s' is %s: compile the program with it",
+                                   (unsigned long long)c->view.binary_size, soc ? soc : "?", built,
+                                   c->rt.lib->dir, c->rt.lib->build_id);
+        return kiln_error_wrap(st, "context binary of %llu bytes prepared for %s",
                                (unsigned long long)c->view.binary_size, soc ? soc : "?");
+    }
     for (int i = 0; i < c->view.n_graphs; i++) {
         qnn_graph_info *gi = &c->view.graphs[i];
         if ((st = check_graph(m, b, gi))) return st;
