@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/backend.h"
 #include "compiler/check.h"
 #include "devtools/debugger.h"
 #include "runtime/introspect.h"
@@ -37,7 +38,8 @@
 typedef struct {
     int method, first, last; /* nodes first..last of the method */
     int backend;             /* index into the module's backend list */
-    int checked;             /* not on ref */
+    int checked;             /* not on ref, not a delegate's */
+    int delegate;            /* on a backend that runs whole partitions */
     int worst;               /* the node with the lowest cosine, -1 = none compared */
     double cos, rel;         /* the worst node's own error */
     double acc;              /* this run's time, ms */
@@ -71,7 +73,7 @@ static kiln_status on_node(void *user, const kiln_debug_node *e) {
     checker *c = user;
     part *pt = part_at(c, e->method, e->index);
     pt->acc += e->ms;
-    if (e->side != KILN_DEBUG_REFERENCE) return KILN_OK;
+    if (e->side != KILN_DEBUG_REFERENCE || pt->delegate) return KILN_OK;
     if (e->own_status)
         return kiln_error(e->own_status, "node '%s' alone on its backend: %s", e->node->name,
                           e->own_error);
@@ -140,7 +142,10 @@ static kiln_status find_parts(checker *c) {
             p->first = gp->first;
             p->last = gp->first + gp->n_nodes - 1;
             p->backend = gp->backend;
-            p->checked = p->backend != ref;
+            /* a delegate's nodes cannot run alone (no exec): not checked */
+            const kiln_backend *be = kiln_backend_find(m->backends[gp->backend]);
+            p->delegate = be && !be->exec;
+            p->checked = p->backend != ref && !p->delegate;
             p->worst = -1;
             p->cos = p->rel = NAN;
             for (int i = p->first; i <= p->last; i++)
@@ -173,6 +178,14 @@ static void report(const checker *c, const part *p, int reps, int fallback) {
     snprintf(head, sizeof head, "check: %s #%d %s, nodes %d..%d (%d)", g->name,
              (int)(p - c->parts) - c->part_of[c->node_base[p->method]], m->backends[p->backend],
              p->first, p->last, p->last - p->first + 1);
+    if (p->delegate) {
+        snprintf(line, sizeof line,
+                 "%s: a delegate's partition, not checked (its nodes do not run alone; `kiln "
+                 "debug` compares what leaves it)",
+                 head);
+        log_line(c->o, line);
+        return;
+    }
     if (!p->checked) {
         snprintf(line, sizeof line, "%s: ref, not checked (%.3f ms)", head, p->ref_ms);
         log_line(c->o, line);
