@@ -47,6 +47,7 @@ void qnn_rt_close(qnn_rt *rt); /* safe on a zeroed or half-made rt */
 
 int qnn_soc_from_name(const char *name); /* -1 when unknown */
 const char *qnn_soc_name(int id);        /* NULL when unknown */
+const char *qnn_soc_unit(int id);        /* "HTP v75 fp16 (SM8650)" */
 void qnn_soc_names(char *buf, size_t cap);
 #define QNN_SOC_DEFAULT 57 /* SM8650, Hexagon v75 */
 

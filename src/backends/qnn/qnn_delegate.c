@@ -565,14 +565,7 @@ static kiln_status qnn_execute(void *ctx, const kiln_graph *g, const kiln_partit
 
 static const char *qnn_unit(void *ctx, const kiln_node *n, const kiln_tensor *const *in) {
     const qnn_ctx *c = ctx;
-    switch (c && c->view.n_graphs ? c->view.soc : QNN_SOC_DEFAULT) {
-    case 69:
-        return "HTP v79 fp16 (SM8750)";
-    case 43:
-        return "HTP v73 fp16 (SM8550)";
-    default:
-        return "HTP v75 fp16 (SM8650)";
-    }
+    return qnn_soc_unit(c && c->view.n_graphs ? c->view.soc : QNN_SOC_DEFAULT);
 }
 
 const kiln_backend kiln_backend_qnn_impl = {

@@ -91,29 +91,22 @@ static kiln_status choose_dir(char *dir, size_t cap) {
         from = "--qnn-lib", pick = lib_dir_set;
     else if (env && *env)
         from = "$KILN_QNN_LIB", pick = env;
-    if (pick) {
-        snprintf(dir, cap, "%s", pick);
-        char path[4200];
-        snprintf(path, sizeof path, "%s/libQnnHtp.so", pick);
-        if (!is_file(path))
-            return kiln_error(KILN_ERR_UNSUPPORTED,
-                              "QNN: %s names '%s', which has no libQnnHtp.so (scripts/fetch-qnn.sh "
-                              "DIR fetches Qualcomm's x86-64 libraries from PyPI; on a device use "
-                              "the folder holding its QNN libraries)",
-                              from, pick);
-        return KILN_OK;
-    }
-    snprintf(dir, cap, "%s", cache);
+    snprintf(dir, cap, "%s", pick ? pick : cache);
     char path[4200];
-    snprintf(path, sizeof path, "%s/libQnnHtp.so", cache);
-    if (!is_file(path))
+    snprintf(path, sizeof path, "%s/libQnnHtp.so", dir);
+    if (is_file(path)) return KILN_OK;
+    if (pick)
         return kiln_error(KILN_ERR_UNSUPPORTED,
-                          "QNN: libQnnHtp.so not found: no --qnn-lib given, $KILN_QNN_LIB not "
-                          "set, and the cache folder '%s' has none. Run scripts/fetch-qnn.sh to "
-                          "fetch Qualcomm's libraries from PyPI (onnxruntime-qnn 2.7.0), or name "
-                          "their folder with --qnn-lib DIR or $KILN_QNN_LIB",
-                          cache);
-    return KILN_OK;
+                          "QNN: %s names '%s', which has no libQnnHtp.so (scripts/fetch-qnn.sh "
+                          "DIR fetches Qualcomm's x86-64 libraries from PyPI; on a device use "
+                          "the folder holding its QNN libraries)",
+                          from, pick);
+    return kiln_error(KILN_ERR_UNSUPPORTED,
+                      "QNN: libQnnHtp.so not found: no --qnn-lib given, $KILN_QNN_LIB not "
+                      "set, and the cache folder '%s' has none. Run scripts/fetch-qnn.sh to "
+                      "fetch Qualcomm's libraries from PyPI (onnxruntime-qnn 2.7.0), or name "
+                      "their folder with --qnn-lib DIR or $KILN_QNN_LIB",
+                      cache);
 }
 
 static kiln_status load_locked(void) {
@@ -257,16 +250,23 @@ void qnn_rt_close(qnn_rt *rt) {
 static const struct {
     const char *name;
     int id, arch;
+    const char *unit; /* the trace's compute unit */
 } socs[] = {
-    {"SM8550", 43, 73}, /* Snapdragon 8 Gen 2 */
-    {"SM8650", 57, 75}, /* Snapdragon 8 Gen 3 */
-    {"SM8750", 69, 79}, /* Snapdragon 8 Elite */
+    {"SM8550", 43, 73, "HTP v73 fp16 (SM8550)"}, /* Snapdragon 8 Gen 2 */
+    {"SM8650", 57, 75, "HTP v75 fp16 (SM8650)"}, /* Snapdragon 8 Gen 3 */
+    {"SM8750", 69, 79, "HTP v79 fp16 (SM8750)"}, /* Snapdragon 8 Elite */
 };
 
 int qnn_soc_from_name(const char *name) {
     for (size_t i = 0; i < sizeof socs / sizeof *socs; i++)
         if (!strcmp(name, socs[i].name)) return socs[i].id;
     return -1;
+}
+
+const char *qnn_soc_unit(int id) {
+    for (size_t i = 0; i < sizeof socs / sizeof *socs; i++)
+        if (socs[i].id == id) return socs[i].unit;
+    return "HTP fp16";
 }
 
 const char *qnn_soc_name(int id) {
