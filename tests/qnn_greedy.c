@@ -3,7 +3,9 @@
  * each step the delegate's choice. Prints every step's cosine of the two
  * logits rows and, at the first step whose choices differ, ref's top-2
  * margin there.
- *   qnn_greedy PROGRAM -p TEXT -n STEPS [--margin M] [--cosine C] [--chunk K]
+ *   qnn_greedy PROGRAM (-p TEXT | --ids I,J,..) -n STEPS [--margin M]
+ *              [--cosine C] [--chunk K]
+ * (--ids: the prompt as token ids, for programs without a tokenizer.)
  * Exit 0 when the choices agree up to the first step where ref's margin is
  * under M (default 0.05 logits: a tie to within fp16's error), and every
  * cosine before it reaches C (default 0.999); 1 otherwise; 2 on an error. */
@@ -38,7 +40,7 @@ static double cosine(const float *a, const float *b, int n) {
 }
 
 int main(int argc, char **argv) {
-    const char *path = NULL, *prompt = "";
+    const char *path = NULL, *prompt = "", *id_list = NULL;
     int steps = 16, chunk = 0;
     double want_margin = 0.05, want_cos = 0.999;
     for (int i = 1; i < argc; i++) {
@@ -50,13 +52,15 @@ int main(int argc, char **argv) {
             want_margin = atof(argv[++i]);
         else if (!strcmp(argv[i], "--cosine") && i + 1 < argc)
             want_cos = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--ids") && i + 1 < argc)
+            id_list = argv[++i];
         else if (!strcmp(argv[i], "--chunk") && i + 1 < argc)
             chunk = atoi(argv[++i]);
         else if (!path && argv[i][0] != '-')
             path = argv[i];
         else {
-            fprintf(stderr, "usage: qnn_greedy PROGRAM -p TEXT -n STEPS [--margin M] "
-                            "[--cosine C] [--chunk K]\n");
+            fprintf(stderr, "usage: qnn_greedy PROGRAM (-p TEXT | --ids I,J,..) -n STEPS "
+                            "[--margin M] [--cosine C] [--chunk K]\n");
             return 2;
         }
     }
@@ -69,12 +73,25 @@ int main(int argc, char **argv) {
     kiln_tokenizer *tok = NULL;
     kiln_session *sd = NULL, *sr = NULL;
     if (kiln_llm_bind(pd, &ld) || kiln_llm_bind(pr, &lr)) return fail("bind");
-    if (kiln_tokenizer_from_program(pd, &tok)) return fail("tokenizer");
+    if (!id_list && kiln_tokenizer_from_program(pd, &tok)) return fail("tokenizer");
     if (kiln_session_create(pd, &sd) || kiln_session_create(pr, &sr)) return fail("session");
-    size_t len = strlen(prompt);
+    size_t len = strlen(id_list ? id_list : prompt);
     int cap = (int)(2 * len + 2), n = 0;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)cap);
-    if (!ids || kiln_tokenizer_encode(tok, prompt, len, 1, ids, cap, &n)) return fail("encode");
+    if (!ids) return fail("out of memory");
+    if (id_list) {
+        for (const char *c = id_list; *c && n < cap;) {
+            char *end;
+            long v = strtol(c, &end, 10);
+            if (end == c || v < 0 || v >= kiln_llm_get_limits(ld)->vocab || (*end && *end != ','))
+                return fprintf(stderr, "qnn_greedy: --ids '%s': not ids in the vocabulary\n",
+                               id_list),
+                       2;
+            ids[n++] = (int32_t)v;
+            c = *end ? end + 1 : end;
+        }
+    } else if (kiln_tokenizer_encode(tok, prompt, len, 1, ids, cap, &n))
+        return fail("encode");
     int vocab = kiln_llm_get_limits(ld)->vocab;
     const float *yd = NULL, *yr = NULL;
     if (kiln_llm_prefill(sd, ld, ids, n, 0, chunk, &yd)) return fail("prefill");

@@ -8,7 +8,9 @@
 #   to the first step where ref's top-2 margin is under 0.05 (the 4 prompts
 #   of expected.json); one prompt's text as llama2.c prints it; mixed
 #   qnn/cpu partitions; 100 iterations of the language-model loop against a
-#   fresh session; damaged blobs and an out-of-range position.
+#   fresh session; random interleavings in 2 sessions on 2 threads
+#   (qnn_interleave, found beside QNN_GREEDY); damaged blobs and an
+#   out-of-range position.
 #   smollm2 (slow label): SmolLM2-135M-Instruct on QNN against ref, the main
 #   job's question, perplexity against the cpu program.
 # The library: $KILN_QNN_LIB, else the cache scripts/fetch-qnn.sh fills. Without
@@ -134,6 +136,18 @@ EOF
     -o "$WORK/kv.kiln" >/dev/null 2>&1
   greedy kv_store_on_cpu "$WORK/kv.kiln" "Lily and Tom went to the park" 32
 
+  # the other architectures' graphs (tests/data/hf: Qwen2 and Qwen3 with
+  # neox rope and Qwen3's per-head q/k norms, Llama 3's rope factors, tied
+  # embeddings): every node on QNN, greedy against ref, a prompt of 11 in
+  # padded chunks of 8
+  for f in llama_f32 llama3_rope_bf16 llama_tied_f16 qwen2_bf16 qwen3_f32_sharded; do
+    out=$("$KILN" compile "$HERE/data/hf/$f" --backend qnn,cpu --prefill 8 -o "$WORK/$f.kiln" 2>&1)
+    if [ $? != 0 ] || ! grep -q "2 graphs in one context" <<<"$out" || grep -q "rejected" <<<"$out"; then
+      bad "hf_$f" "$(tail -2 <<<"$out")"; continue
+    fi
+    greedy "hf_$f" "$WORK/$f.kiln" "" 16 --ids 1,5,9,13,17,2,3,40,41,42,43
+  done
+
   # the seed failure: 100 iterations of prefill + decode in one session, then
   # fresh sessions given the same history. Not byte for byte: a fresh session
   # prefills the history in other chunks, and the HTP's fp16 attention sums in
@@ -162,6 +176,13 @@ EOF
   )
   case $verdict in ok*) ok "run_100_replay (position $q: ${verdict#ok })" ;; *) bad run_100_replay "$verdict" ;; esac
   if cmp -s "$WORK/B/decode.logits.npy" "$WORK/B2/decode.logits.npy"; then ok deterministic; else bad deterministic "two equal runs differ"; fi
+  # random walks of prefill/decode/reset/start-over/refused calls in 2
+  # sessions on 2 threads sharing the graphs: each call byte for byte equal to
+  # a fresh session given the same calls, each history within tolerance of
+  # itself prefilled from scratch (tests/qnn_interleave.c)
+  out=$("${GREEDY%/*}/qnn_interleave" "$P" --threads 2 --calls 40 --seed 1 2>&1)
+  if [ $? = 0 ]; then ok "interleave_2_threads ($(tail -1 <<<"$out" | sed 's/: ok$//'))"
+  else bad interleave_2_threads "$(tail -3 <<<"$out")"; fi
 
   # damaged programs: the blob's bytes, a cut file
   off=$("$KILN" info "$P" | awk '$1 == "blobs" {print $3}')
@@ -170,6 +191,22 @@ EOF
   expect blob_damaged 1 "backend qnn): blob 0 is damaged" -- "$KILN" generate -m "$WORK/dmg.kiln" -p x -n 1
   head -c $((off + 5000)) "$P" >"$WORK/cut.kiln"
   expect blob_cut 1 "" -- "$KILN" info "$WORK/cut.kiln"
+  # a blob from another program: the same model with one weight changed
+  # (same shapes, so the blob lies at the same offset), given P's blob
+  cp "$S/stories260K.bin" "$WORK/other.bin"
+  printf '\077' | dd of="$WORK/other.bin" bs=1 seek=5003 conv=notrunc status=none
+  "$KILN" compile "$WORK/other.bin" --tokenizer "$S/tok512.bin" --backend qnn,cpu --prefill 16 \
+    -o "$WORK/other.kiln" >/dev/null 2>&1
+  read -r boff bsize < <("$KILN" info "$P" | awk '$1 == "blobs" && $2 == "offset" { print $3, $4 }')
+  read -r boff2 bsize2 < <("$KILN" info "$WORK/other.kiln" | awk '$1 == "blobs" && $2 == "offset" { print $3, $4 }')
+  if [ -n "$boff" ] && [ "$boff2" = "$boff" ] && [ "$bsize2" = "$bsize" ]; then
+    dd if="$P" of="$WORK/other.kiln" bs=1M iflag=skip_bytes,count_bytes oflag=seek_bytes skip="$boff" \
+      seek="$boff" count="$bsize" conv=notrunc status=none
+    expect blob_of_another_program 1 "(backend qnn): blob 0 was prepared for another program" -- \
+      "$KILN" generate -m "$WORK/other.kiln" -p x -n 1
+  else
+    bad blob_of_another_program "the two programs' blobs differ in place ($boff+$bsize vs $boff2+$bsize2)"
+  fi
   # a position past the context, through --inputs
   F=$WORK/in
   mkdir -p "$F"

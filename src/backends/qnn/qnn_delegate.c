@@ -250,17 +250,20 @@ static uint64_t io_bytes(const qnn_io *x) {
     return n;
 }
 
+/* The inputs and outputs Kiln does not hold itself: the padded token ids,
+ * positions, masks, and the KV rows before the real ones are written. */
+static int is_staged(const qnn_io *x) {
+    return x->role == QNN_IN_POSITIONS || x->role == QNN_IN_MASK_NEW ||
+           x->role == QNN_IN_MASK_ALL || x->role == QNN_OUT_KV_ROWS ||
+           (x->role == QNN_IN_VALUE && x->dtype == QNN_INT32);
+}
+
 /* What a call of graph gi needs on the host: the tensors' descriptions,
- * then the inputs and outputs Kiln does not hold itself. */
+ * then the staged tensors. */
 static uint64_t stage_need(const qnn_graph_info *gi) {
     uint64_t n = (uint64_t)gi->n_io * sizeof(qnn_tensor);
-    for (int i = 0; i < gi->n_io; i++) {
-        const qnn_io *x = &gi->io[i];
-        if (x->role == QNN_IN_POSITIONS || x->role == QNN_IN_MASK_NEW ||
-            x->role == QNN_IN_MASK_ALL || x->role == QNN_OUT_KV_ROWS ||
-            (x->role == QNN_IN_VALUE && x->dtype == QNN_INT32))
-            n += (io_bytes(x) + 63) & ~(uint64_t)63;
-    }
+    for (int i = 0; i < gi->n_io; i++)
+        if (is_staged(&gi->io[i])) n += (io_bytes(&gi->io[i]) + 63) & ~(uint64_t)63;
     return n;
 }
 
@@ -458,14 +461,16 @@ static kiln_status qnn_execute(void *ctx, const kiln_graph *g, const kiln_partit
                           (long long)T, (long long)S);
     uint8_t *st_base = stage_get(c);
     if (!st_base) return kiln_error(KILN_ERR_NOMEM, "out of memory");
-    qnn_tensor *ts = (qnn_tensor *)st_base;
-    uint8_t *free_at = st_base + (uint64_t)gi->n_io * sizeof(qnn_tensor);
-    qnn_tensor in[512], out[512];
+    /* The tensors' descriptions: the inputs, then the outputs, in the
+     * order of the table. */
     uint32_t n_in = 0, n_out = 0;
-    kiln_status st = KILN_OK;
-    for (int i = 0; i < gi->n_io && !st; i++) {
+    for (int i = 0; i < gi->n_io; i++)
+        n_in += gi->io[i].role < QNN_OUT_VALUE;
+    qnn_tensor *in = (qnn_tensor *)st_base, *out = in + n_in;
+    uint8_t *free_at = st_base + (uint64_t)gi->n_io * sizeof(qnn_tensor);
+    for (int i = 0, k_in = 0; i < gi->n_io; i++) {
         const qnn_io *x = &gi->io[i];
-        qnn_tensor *t = &ts[i];
+        qnn_tensor *t = x->role >= QNN_OUT_VALUE ? &out[n_out++] : &in[k_in++];
         memset(t, 0, sizeof *t);
         t->version = 2;
         t->v2.id = x->id;
@@ -477,10 +482,7 @@ static kiln_status qnn_execute(void *ctx, const kiln_graph *g, const kiln_partit
         t->v2.dims = (uint32_t *)x->dims;
         uint64_t bytes = io_bytes(x), row = bytes / (x->dims[0] ? x->dims[0] : 1);
         void *data = NULL;
-        int staged = x->role == QNN_IN_POSITIONS || x->role == QNN_IN_MASK_NEW ||
-                     x->role == QNN_IN_MASK_ALL || x->role == QNN_OUT_KV_ROWS ||
-                     (x->role == QNN_IN_VALUE && x->dtype == QNN_INT32);
-        if (staged) {
+        if (is_staged(x)) {
             data = free_at;
             free_at += (bytes + 63) & ~(uint64_t)63;
         }
@@ -523,25 +525,13 @@ static kiln_status qnn_execute(void *ctx, const kiln_graph *g, const kiln_partit
         }
         t->v2.buf.data = data;
         t->v2.buf.bytes = (uint32_t)bytes;
-        if (x->role >= QNN_OUT_VALUE) {
-            if (n_out == 512)
-                st = kiln_error(KILN_ERR_UNSUPPORTED, "QNN: over 512 outputs");
-            else
-                out[n_out++] = *t;
-        } else {
-            if (n_in == 512)
-                st = kiln_error(KILN_ERR_UNSUPPORTED, "QNN: over 512 inputs");
-            else
-                in[n_in++] = *t;
-        }
     }
-    if (!st) {
-        qnn_clear_log();
-        t_exec = now_ns();
-        qnn_err e = c->rt.lib->fn->graph_execute(gi->graph, in, n_in, out, n_out, NULL, NULL);
-        t_done = now_ns();
-        if (e) st = kiln_error_wrap(qnn_fail(c->rt.lib, "graphExecute", e), "graph '%s'", gi->name);
-    }
+    qnn_clear_log();
+    t_exec = now_ns();
+    qnn_err e = c->rt.lib->fn->graph_execute(gi->graph, in, n_in, out, n_out, NULL, NULL);
+    t_done = now_ns();
+    kiln_status st = KILN_OK;
+    if (e) st = kiln_error_wrap(qnn_fail(c->rt.lib, "graphExecute", e), "graph '%s'", gi->name);
     /* The call's own KV rows into the cache; the logits rows kept. */
     for (uint32_t i = 0, o = 0; i < (uint32_t)gi->n_io && !st; i++) {
         const qnn_io *x = &gi->io[i];

@@ -571,27 +571,19 @@ static void lower_rope(lower *L, const kiln_node *n) {
     uint32_t d3[3] = {T, nh, hd}, dr[3] = {T, nh, nrot};
     x = reshape(L, x, 3, d3);
     qnn_tensor xr = nrot < hd ? slice_last(L, x, 0, nrot) : x;
-    qnn_tensor rot;
-    if (neox) { /* pairs (j, j + half) */
-        uint32_t dh[3] = {T, nh, half}, dc[3] = {T, 1, half};
-        qnn_tensor c = reshape(L, r->cos, 3, dc), s = reshape(L, r->sin, 3, dc);
-        qnn_tensor x1 = slice_last(L, xr, 0, half), x2 = slice_last(L, xr, half, nrot);
-        qnn_tensor a = op2(L, "ElementWiseSubtract", op2(L, "ElementWiseMultiply", x1, c, 3, dh),
-                           op2(L, "ElementWiseMultiply", x2, s, 3, dh), 3, dh);
-        qnn_tensor b = op2(L, "ElementWiseAdd", op2(L, "ElementWiseMultiply", x2, c, 3, dh),
-                           op2(L, "ElementWiseMultiply", x1, s, 3, dh), 3, dh);
-        rot = concat(L, a, b, 2);
-    } else { /* pairs (2j, 2j + 1) */
-        uint32_t d4[4] = {T, nh, half, 2}, dh[4] = {T, nh, half, 1}, dc[4] = {T, 1, half, 1};
-        qnn_tensor c = reshape(L, r->cos, 4, dc), s = reshape(L, r->sin, 4, dc);
-        qnn_tensor x4 = reshape(L, xr, 4, d4);
-        qnn_tensor x1 = slice_last(L, x4, 0, 1), x2 = slice_last(L, x4, 1, 2);
-        qnn_tensor a = op2(L, "ElementWiseSubtract", op2(L, "ElementWiseMultiply", x1, c, 4, dh),
-                           op2(L, "ElementWiseMultiply", x2, s, 4, dh), 4, dh);
-        qnn_tensor b = op2(L, "ElementWiseAdd", op2(L, "ElementWiseMultiply", x2, c, 4, dh),
-                           op2(L, "ElementWiseMultiply", x1, s, 4, dh), 4, dh);
-        rot = reshape(L, concat(L, a, b, 3), 3, dr);
-    }
+    /* The pairs: neox (j, j + half) on [T, nh, nrot]; else (2j, 2j + 1), the
+     * rows seen as [T, nh, half, 2]. a = x1 cos - x2 sin, b = x2 cos + x1 sin. */
+    uint32_t R = neox ? 3 : 4, lo = neox ? half : 1, hi = neox ? nrot : 2;
+    uint32_t dh[4] = {T, nh, half, 1}, dc[4] = {T, 1, half, 1}, d4[4] = {T, nh, half, 2};
+    qnn_tensor xs = neox ? xr : reshape(L, xr, 4, d4);
+    qnn_tensor c = reshape(L, r->cos, R, dc), s = reshape(L, r->sin, R, dc);
+    qnn_tensor x1 = slice_last(L, xs, 0, lo), x2 = slice_last(L, xs, lo, hi);
+    qnn_tensor a = op2(L, "ElementWiseSubtract", op2(L, "ElementWiseMultiply", x1, c, R, dh),
+                       op2(L, "ElementWiseMultiply", x2, s, R, dh), R, dh);
+    qnn_tensor b = op2(L, "ElementWiseAdd", op2(L, "ElementWiseMultiply", x2, c, R, dh),
+                       op2(L, "ElementWiseMultiply", x1, s, R, dh), R, dh);
+    qnn_tensor rot = concat(L, a, b, R - 1);
+    if (!neox) rot = reshape(L, rot, 3, dr);
     if (nrot < hd) rot = concat(L, rot, slice_last(L, x, nrot, hd), 2);
     uint32_t d2[2] = {T, W};
     set(L, n->out, reshape(L, rot, 2, d2));
