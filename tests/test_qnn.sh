@@ -125,6 +125,12 @@ EOF
   sed 's/"host_ns":[0-9]*/"host_ns":1.5/' "$WORK/t.jsonl" >"$WORK/bad2.jsonl"
   expect inspect_host_not_int 1 "host_ns" -- "$KILN" inspect "$WORK/bad2.jsonl"
 
+  # --quant is for Kiln's own backends: the QNN nodes' weights stay as imported
+  expect quant_not_for_delegates 0 "36 read by delegates alone left as imported" -- "$KILN" compile \
+    "$S/stories260K.bin" --tokenizer "$S/tok512.bin" --backend qnn,cpu --prefill 16 --quant q8_0 -o "$WORK/q8.kiln"
+  a=$("$KILN" info "$P" | awk '/^size:/ {print $2}') b=$("$KILN" info "$WORK/q8.kiln" | awk '/^size:/ {print $2}')
+  if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "quant_constants_as_imported ($b bytes)"; else bad quant_constants_as_imported "'$b' against '$a'"; fi
+
   # mixed partitions: qnn / cpu / qnn in every layer
   M=$WORK/mixed.kiln
   expect mixed_compile 0 "12 graphs in one context" -- "$KILN" compile "$S/stories260K.bin" --tokenizer "$S/tok512.bin" \

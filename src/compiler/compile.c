@@ -1,6 +1,7 @@
 /* compile.c: the compiler driver. import (weights, metadata, tokenizer) ->
- * build graphs -> the passes (passes.h: prune, quantize, verify, partition,
- * each backend's prepare, plan, verify) -> write (to a temporary file) -> reopen and verify
+ * build graphs -> the passes (passes.h: prune, verify, partition, quantize
+ * and, when it ran, verify and partition again, each backend's prepare,
+ * plan, verify) -> write (to a temporary file) -> reopen and verify
  * every section -> --check -> rename into place. */
 #include <stdio.h>
 #include <string.h>
@@ -83,9 +84,14 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
     if ((st = kiln_meta_set_str(&m, "general.source", kiln_basename(o->input)))) goto done;
     if ((st = kiln_llama_build(&m, &cfg, prefill, max_seq))) goto done;
     if ((st = kiln_module_prune_consts(&m))) goto done; /* weights no method reads */
+    /* Partitioned first, so --quant leaves the delegates' weights alone;
+     * partitioned again after it, as the backends' choices may depend on a
+     * weight's dtype. */
+    const char *backends = o->backends ? o->backends : kiln_backend_default();
+    if ((st = kiln_module_verify(&m, 0)) || (st = kiln_module_partition(&m, backends))) goto done;
     if ((st = stop_asked(o, "quantize")) || (st = kiln_module_quantize(&m, o))) goto done;
-    if ((st = kiln_module_verify(&m, 0))) goto done;
-    if ((st = kiln_module_partition(&m, o->backends ? o->backends : kiln_backend_default())))
+    if (o->quant && strcmp(o->quant, "keep") &&
+        ((st = kiln_module_verify(&m, 0)) || (st = kiln_module_partition(&m, backends))))
         goto done;
     if ((st = stop_asked(o, "prepare")) || (st = kiln_module_prepare(&m, o))) goto done;
     for (int i = 0; i < m.n_methods; i++)

@@ -1,8 +1,10 @@
 /* passes.h: the compiler's passes over a module, in the order the driver
- * (compile.c) runs them: prune -> quantize -> verify -> partition -> pack ->
- * plan -> verify with the plan. Each runs once per compile, changes the
- * module in place and leaves it valid for the next; on failure the message
- * names the tensor, backend or method. Internal: never installed. */
+ * (compile.c) runs them: prune -> verify -> partition -> quantize (then
+ * verify and partition again, as backends' choices may depend on dtypes) ->
+ * each backend's prepare (cpu: pack) -> plan -> verify with the plan. Each
+ * changes the module in place and leaves it valid for the next; on failure
+ * the message names the tensor, backend or method. Internal: never
+ * installed. */
 #ifndef KILN_COMPILER_PASSES_H
 #define KILN_COMPILER_PASSES_H
 
@@ -19,11 +21,11 @@ kiln_status kiln_module_prune_consts(kiln_module *m);
  * q8_0, q4_0), o->quant_fallback and o->log. Converts every 2-dim constant
  * that some node reads as its weight (kiln_node_weight_slot) to that dtype
  * through f32 rows, owning the new data, and updates the dtype of the
- * graphs' values that refer to it; logs a summary, and each weight kept as
- * it was. Errors: KILN_ERR_INVALID_ARG for an unknown format, or for a
- * weight whose rows are not whole blocks of it unless quant_fallback (then
- * kept and logged); KILN_ERR_NOMEM; a conversion's own error, wrapped with
- * the tensor's name. */
+ * graphs' values that refer to it; a weight that only nodes partitioned to
+ * a delegate (a backend without exec) read is left as imported. Logs a
+ * summary, and each weight kept as it was. Errors: KILN_ERR_INVALID_ARG for an unknown format, or
+ * for a weight whose rows are not whole blocks of it unless quant_fallback (then kept and logged);
+ * KILN_ERR_NOMEM; a conversion's own error, wrapped with the tensor's name. */
 kiln_status kiln_module_quantize(kiln_module *m, const kiln_compile_options *o);
 
 /* partition.c. Reads `spec` ("a:opts,b", at most 8 backends, in order of

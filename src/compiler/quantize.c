@@ -1,11 +1,21 @@
 /* quantize.c: --quant. Matmul, logits and embedding weights are converted
  * to one dtype through f32 rows (src/quant); norms, biases and state are
- * never touched. */
+ * never touched, nor the weights only delegates read (they take the
+ * imported values their own way: QNN as fp16). */
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/backend.h"
 #include "compiler/passes.h"
 #include "quant/quant.h"
+
+/* A node the partitioner gave to a delegate (a backend without a per-node
+ * path); before partitioning, none is. */
+static int on_delegate(const kiln_module *m, const kiln_node *n) {
+    if (n->backend < 0 || n->backend >= m->n_backends) return 0;
+    const kiln_backend *b = kiln_backend_find(m->backends[n->backend]);
+    return b && !b->exec;
+}
 
 kiln_status kiln_module_quantize(kiln_module *m, const kiln_compile_options *o) {
     if (!o->quant || !strcmp(o->quant, "keep")) return KILN_OK;
@@ -20,7 +30,8 @@ kiln_status kiln_module_quantize(kiln_module *m, const kiln_compile_options *o) 
         return kiln_error(KILN_ERR_INVALID_ARG, "unknown --quant '%s' (keep, f32, f16, q8_0, q4_0)",
                           o->quant);
     kiln_dtype target = targets[ti].t;
-    /* Which constants are weights of matmul / logits / embedding lookups. */
+    /* Which constants are weights of matmul / logits / embedding lookups:
+     * 1 read by a node Kiln runs, 2 read by delegates' nodes alone. */
     uint8_t *is_weight = kiln_calloc((size_t)m->n_consts + 1, 1);
     if (!is_weight) return kiln_error(KILN_ERR_NOMEM, "out of memory");
     for (int k = 0; k < m->n_methods; k++) {
@@ -28,17 +39,20 @@ kiln_status kiln_module_quantize(kiln_module *m, const kiln_compile_options *o) 
         for (int i = 0; i < g->n_nodes; i++) {
             const kiln_node *n = &g->nodes[i];
             int w = kiln_node_weight_slot(n) >= 0 ? n->in[kiln_node_weight_slot(n)] : -1;
-            if (w >= 0 && g->values[w].kind == KILN_VAL_CONST) is_weight[g->values[w].ref] = 1;
+            if (w < 0 || g->values[w].kind != KILN_VAL_CONST) continue;
+            uint8_t *f = &is_weight[g->values[w].ref];
+            *f = on_delegate(m, n) ? (*f ? *f : 2) : 1;
         }
     }
     kiln_status st = KILN_OK;
-    int converted = 0, kept = 0;
+    int converted = 0, kept = 0, delegated = 0;
     uint64_t before = 0, after = 0;
     char line[512];
     float *row = NULL;
     for (int i = 0; i < m->n_consts && !st; i++) {
         kiln_const *c = &m->consts[i];
-        if (!is_weight[i] || c->dtype == target || c->ndim != 2) continue;
+        if (is_weight[i] == 2) delegated++;
+        if (is_weight[i] != 1 || c->dtype == target || c->ndim != 2) continue;
         int64_t K = c->ne[1], N = c->ne[0];
         uint64_t nbytes = kiln_shape_bytes(target, 2, c->ne);
         if (!nbytes) {
@@ -99,6 +113,13 @@ kiln_status kiln_module_quantize(kiln_module *m, const kiln_compile_options *o) 
             line, sizeof line,
             "--quant %s: converted %d weight tensors (%.1f MB -> %.1f MB), %d kept as they were",
             o->quant, converted, before / 1e6, after / 1e6, kept);
+        if (delegated) {
+            size_t at = strlen(line);
+            snprintf(line + at, sizeof line - at,
+                     ", %d read by delegates alone left as imported (--quant is for Kiln's own "
+                     "backends)",
+                     delegated);
+        }
         o->log(o->log_user, line);
     }
     return st;
