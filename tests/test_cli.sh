@@ -108,12 +108,21 @@ assert parts[1]["inputs"] == ["blk.0.ffn_gate", "blk.0.ffn_up"], parts[1]
 assert parts[1]["outputs"] == ["blk.0.ffn_swiglu"], parts[1]
 assert parts[0]["blob"] == 0 and parts[0]["graph"] == "prefill.p0" and parts[1]["blob"] == -1
 assert info["blobs"][0]["backend"] == "testd", info["blobs"]
-# a delegate's partition is one event; only per-node backends have node events
+# a delegate's partition is one call; its node events are what it profiled
+# (estimated, each over its ops), the per-node backends' are measured
 nodes = [e for e in ev if e["ev"] == "node"]
+ops = [e for e in ev if e["ev"] == "op"]
 ps = [e for e in ev if e["ev"] == "partition" and e["call"] == 0]
 assert [p["backend"] for p in ps] == ["testd", "cpu", "testd", "cpu", "testd"], ps
-assert nodes and all(e["backend"] == "cpu" for e in nodes), set(e["backend"] for e in nodes)
-assert all(e["name"].endswith("ffn_swiglu") for e in nodes)
+assert all(p["delegate_ns"] > 0 for p in ps if p["backend"] == "testd"), ps
+cpu = [e for e in nodes if e["backend"] == "cpu"]
+assert cpu and all(e["name"].endswith("ffn_swiglu") and not e.get("estimated") for e in cpu)
+est = [e for e in nodes if e["backend"] == "testd"]
+assert est and all(e["estimated"] for e in est), est[:2]
+assert len(ops) == len(est) and all(o["estimated"] for o in ops)
+for o in ops:  # each op inside its node's event
+    n = [e for e in est if e["call"] == o["call"] and e["node_id"] == o["node_id"]]
+    assert len(n) == 1 and n[0]["start_ns"] <= o["start_ns"] <= o["end_ns"] <= n[0]["end_ns"], o
 PY
   then ok testd_partitions_in_info_and_trace; else bad testd_partitions_in_info_and_trace; fi
   expect testd_inspect 0 "testd" -- "$KILN" inspect "$WORK/d2.jsonl" --by backend

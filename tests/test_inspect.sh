@@ -199,9 +199,12 @@ sed '5s/.*/hello/' "$T" >"$D"
 refuse not_json "'$D' line 5, column 1: not JSON (each line of a trace is one JSON object)"
 sed '5s/.*/[1, 2]/' "$T" >"$D"
 refuse not_object "'$D' line 5: not an event: each line of a trace is one JSON object, found an array"
-sed '1s/"kiln_trace":1/"kiln_trace":2/' "$T" >"$D"
-refuse wrong_version "'$D' line 1: trace format version 2; this kiln reads version 1"
-sed '1s/"kiln_trace":1/"kiln_trace":"1"/' "$T" >"$D"
+sed '1s/"kiln_trace":2/"kiln_trace":3/' "$T" >"$D"
+refuse wrong_version "'$D' line 1: trace format version 3; this kiln reads versions 1 and 2"
+# version 1 (no op events) is still read
+sed '1s/"kiln_trace":2/"kiln_trace":1/' "$T" >"$D"
+expect reads_version_1 0 "methods (" -- "$KILN" inspect "$D"
+sed '1s/"kiln_trace":2/"kiln_trace":"1"/' "$T" >"$D"
 refuse version_mistyped "key 'kiln_trace' should be an integer, found a string"
 { echo '{"name": "config"}'; tail -n +2 "$T"; } >"$D"
 refuse foreign_json "'$D' line 1: not a Kiln trace: the first line is a JSON object without \"kiln_trace\""
@@ -239,7 +242,7 @@ sed "${M}s/\"tokens\":[0-9]*/\"tokens\":-9223372036854775809/" "$T" >"$D"
 refuse tokens_beyond_i64 "'$D' line $M: key 'tokens' should be an integer, found an integer beyond 64 bits"
 sed "${M}s/\"tokens\":[0-9]*/\"tokens\":6.0/" "$T" >"$D"
 refuse tokens_fraction "'$D' line $M: key 'tokens' should be an integer, $FRAC"
-sed '1s/"kiln_trace":1/"kiln_trace":1.0/' "$T" >"$D"
+sed '1s/"kiln_trace":2/"kiln_trace":1.0/' "$T" >"$D"
 refuse version_fraction "'$D' line 1: key 'kiln_trace' should be an integer, $FRAC"
 sed '1s/"calls":[0-9]*/"calls":1e1/' "$T" >"$D"
 refuse calls_exponent "'$D' line 1: key 'calls' should be $I63, $FRAC"
@@ -312,6 +315,62 @@ EOF
 else
   skipped mutated_traces "no python3"
 fi
+
+# ---- a profiled delegate (testd: ops it reports, like QNN's): version 2 ------------------------
+DP=$WORK/d.kiln DT=$WORK/d.trace
+"$KILN" compile "$WORK/model.bin" --tokenizer "$WORK/tok.bin" -o "$DP" --prefill 8 \
+  --backend "testd:refuse=swiglu,cpu" >/dev/null 2>&1 &&
+  "$KILN" generate -m "$DP" -p "hello" -n 4 --temp 0 --trace "$DT" --no-stats >/dev/null 2>&1
+expect delegate_ops 0 "delegate op" -- "$KILN" inspect "$DT" --by node
+expect delegate_share 0 "delegate testd: " -- "$KILN" inspect "$DT"
+expect delegate_outside 0 "(in the delegate, outside its ops)" -- "$KILN" inspect "$DT"
+if [ $HAVE_PY = 1 ]; then
+  # each node's delegate ops share its time: their % add up to 100 under it
+  "$KILN" inspect "$DT" --by node --format json >"$WORK/d.json"
+  if python3 - "$WORK/d.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+seen = 0
+for i, r in enumerate(rows):
+    if r["depth"] != 2 or r["backend"] != "testd" or r["kind"] != "node":
+        continue
+    kids = []
+    for k in rows[i + 1:]:
+        if k["depth"] != 3:
+            break
+        kids.append(k)
+    assert kids and all(k["kind"] == "delegate op" for k in kids), (r, kids)
+    assert abs(sum(k["pct_of_parent"] for k in kids) - 100) < 0.5, (r["name"], kids)
+    seen += 1
+assert seen > 0
+PY
+  then ok delegate_ops_add_up; else bad delegate_ops_add_up; fi
+  "$KILN" inspect "$DT" --chrome "$WORK/d.chrome.json" >/dev/null 2>&1
+  if python3 -c "
+import json, sys
+ev = json.load(open(sys.argv[1]))['traceEvents']
+ops = [e for e in ev if e.get('cat') == 'delegate op']
+assert ops and all(e['args']['estimated'] for e in ops)
+" "$WORK/d.chrome.json"; then ok delegate_ops_chrome; else bad delegate_ops_chrome; fi
+else
+  skipped delegate_ops_add_up "no python3"
+fi
+# the version 2 rules
+OP=$(grep -n -m1 '"ev":"op"' "$DT" | cut -d: -f1)
+D=$WORK/dd.trace
+sed '1s/"kiln_trace":2/"kiln_trace":1/' "$DT" >"$D"
+refuse op_in_version_1 "'$D' line $OP: an op event in a version 1 trace"
+sed "${OP}s/\"start_ns\":[0-9]*/\"start_ns\":1/" "$DT" >"$D"
+refuse op_outside_its_node "'$D' line $OP: op '"
+sed "${OP}s/,\"cycles\":[0-9]*//" "$DT" >"$D"
+refuse op_without_cycles "'$D' line $OP: key 'cycles'"
+sed "${OP}s/\"estimated\":true/\"estimated\":1/" "$DT" >"$D"
+refuse op_estimated_mistyped "'$D' line $OP: key 'estimated'"
+PL=$(grep -n -m1 '"delegate_ns"' "$DT" | cut -d: -f1)
+sed "${PL}s/\"delegate_ns\":[0-9]*/\"delegate_ns\":99999999999999/" "$DT" >"$D"
+refuse delegate_ns_too_big "'$D' line $PL: delegate_ns 99999999999999 and host_ns"
+sed "${PL}s/,\"cycles\":[0-9]*//" "$DT" >"$D"
+refuse delegate_fields_together "'$D' line $PL: key 'cycles'"
 
 # ---- a real generation: SmolLM2, 128 tokens (its speed is measured, not asserted) ------------
 GGUF=$(KILN_CACHE=$HOME/.cache/kiln smollm2_gguf) # this test's own KILN_CACHE is empty

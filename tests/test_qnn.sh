@@ -118,8 +118,36 @@ EOF
   "$KILN" generate -m "$P" -p "Once" -n 4 --temp 0 --trace "$WORK/t.jsonl" >/dev/null 2>&1
   if grep -q '"backend":"qnn".*"host_ns":[1-9]' "$WORK/t.jsonl"; then ok trace_host_ns; else bad trace_host_ns "$(grep -m1 partition "$WORK/t.jsonl")"; fi
   out=$("$KILN" inspect "$WORK/t.jsonl" 2>&1)
-  if grep -q '(host: bind, copy, cache)' <<<"$out" && grep -q '(in the delegate)' <<<"$out"; then ok inspect_host_row
+  if grep -q '(host: bind, copy, cache)' <<<"$out" && grep -q '(in the delegate, outside its ops)' <<<"$out"; then ok inspect_host_row
   else bad inspect_host_row "$(grep -A4 'qnn  *partition' <<<"$out" | head -5)"; fi
+  # QNN's own profile: every op under the Kiln node it was lowered from (but
+  # QNN's graph input and output ops), inside its node's time, the
+  # partitions' QNN figures; inspect shows them nested
+  if python3 - "$WORK/t.jsonl" <<'EOF'
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+assert ev.pop(0)["kiln_trace"] == 2
+ops = [e for e in ev if e["ev"] == "op"]
+nodes = {(e["call"], e["node_id"]): e for e in ev if e["ev"] == "node"}
+parts = [e for e in ev if e["ev"] == "partition"]
+assert ops and all(p["delegate_ns"] > 0 and p["cycles"] > 0 for p in parts), parts[0]
+loose = [o["name"] for o in ops if "node_id" not in o]
+assert all(n.startswith(("Input", "Output")) for n in loose), loose[:5]
+for o in ops:
+    if "node_id" not in o:
+        continue
+    n = nodes[(o["call"], o["node_id"])]
+    assert n["estimated"] and n["start_ns"] <= o["start_ns"] <= o["end_ns"] <= n["end_ns"], (o, n)
+    assert o["name"].startswith(n["name"] + ".op") and o["type"], o
+for p in parts:  # the ops' cycles are the accelerator's
+    c = sum(o["cycles"] for o in ops if o["call"] == p["call"])
+    assert 0.5 * p["cycles"] <= c <= p["cycles"], (c, p["cycles"])
+EOF
+  then ok trace_qnn_ops; else bad trace_qnn_ops; fi
+  out=$("$KILN" inspect "$WORK/t.jsonl" --by op 2>&1)
+  if grep -qE '^ +Softmax +delegate op' <<<"$out" && grep -q '^delegate qnn: .*its own execute' <<<"$out"; then
+    ok inspect_qnn_ops
+  else bad inspect_qnn_ops "$(grep -m3 'delegate' <<<"$out")"; fi
   sed 's/"host_ns":[0-9]*/"host_ns":999999999999/' "$WORK/t.jsonl" >"$WORK/bad.jsonl"
   expect inspect_host_too_big 1 "is more than the partition's" -- "$KILN" inspect "$WORK/bad.jsonl"
   sed 's/"host_ns":[0-9]*/"host_ns":1.5/' "$WORK/t.jsonl" >"$WORK/bad2.jsonl"

@@ -129,7 +129,7 @@ static int flag(const kiln_json *o, const char *k) {
  * fallback node events. */
 static void check_structure(const lines *L, const kiln_program *p, int *fallback_out) {
     const kiln_json *h = L->line[0];
-    ASSERT_EQ_I((int)num(h, "kiln_trace"), 1);
+    ASSERT_EQ_I((int)num(h, "kiln_trace"), 2);
     ASSERT_EQ_I((int)num(h, "calls"), 4);
     int calls = 4, fallback = 0;
     const kiln_json *end = L->line[L->n - 1], *mem = L->line[L->n - 2];

@@ -319,6 +319,35 @@ static void print_fallback(const insp_report *rp) {
     }
 }
 
+/* The share of all method time spent in delegates' partitions (those that
+ * report host time or their own), per delegate. */
+static void print_delegates(const insp_trace *t, double all_ms) {
+    for (int b = 0; b < t->n_backends; b++) {
+        uint64_t part = 0, host = 0, own = 0, cycles = 0;
+        int64_t n = 0;
+        for (int64_t k = 0; k < t->n_parts; k++) {
+            const insp_part *p = &t->parts[k];
+            if (p->backend != b || (!p->host_ns && !p->delegate_ns)) continue;
+            n++;
+            part += p->t1 - p->t0;
+            host += p->host_ns;
+            own += p->delegate_ns;
+            cycles += p->cycles;
+        }
+        if (!n) continue;
+        double ms = insp_ms(part);
+        printf("delegate %s: %.2f ms in %lld partition calls, %.1f%% of all method time; host "
+               "%.1f%% of it",
+               t->backends[b], ms, (long long)n, all_ms > 0 ? 100 * ms / all_ms : 0,
+               part ? 100.0 * (double)host / (double)part : 0);
+        if (own)
+            printf(", its own execute %.1f%% (%llu accelerator cycles; op times apportioned "
+                   "by cycles)",
+                   100.0 * (double)own / (double)part, (unsigned long long)cycles);
+        printf("\n");
+    }
+}
+
 static void print_memory(const insp_trace *t) {
     const insp_memory *m = &t->mem;
     char a[32], b[32], c[32];
@@ -364,6 +393,7 @@ static int print_table(const insp_report *rp) {
     if (print_rows(rp)) return -1;
     printf("\n");
     print_fallback(rp);
+    print_delegates(rp->t, rp->all_ms);
     printf("\n");
     print_memory(t);
     return 0;

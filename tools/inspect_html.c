@@ -1,5 +1,6 @@
 /* inspect_html.c: `kiln inspect --chrome` (Chrome trace-event JSON, which
  * Perfetto and chrome://tracing load: one track, method > partition > node
+ * > a delegate's ops
  * slices) and `--html` (one self-contained page: the data as JSON, an inline
  * script draws the timeline of a window of calls, time by op and backend,
  * the roofline, the memory and the tables; no network). */
@@ -46,10 +47,53 @@ static void put_node(FILE *f, const insp_trace *t, const insp_node *n) {
             n->fallback ? "true" : "false", n->node_id, n->flops, n->bytes);
 }
 
+/* A delegate's op, as estimated from its cycles. */
+static void put_op(FILE *f, const insp_trace *t, const insp_op *x) {
+    fprintf(f, ",\n{\"name\":");
+    insp_json_str(f, *t->str[x->type] ? t->str[x->type] : t->str[x->name], 0);
+    fprintf(f, ",\"cat\":\"delegate op\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":");
+    put_us(f, x->t0);
+    fprintf(f, ",\"dur\":");
+    put_us(f, x->t1 - x->t0);
+    fprintf(f, ",\"args\":{\"name\":");
+    insp_json_str(f, t->str[x->name], 0);
+    fprintf(f, ",\"cycles\":%llu,\"estimated\":true}}", (unsigned long long)x->cycles);
+}
+
+/* node i, then its delegate ops (first[i], linked by next) */
+static void put_node_ops(FILE *f, const insp_trace *t, int64_t i, const int64_t *first,
+                         const int64_t *next) {
+    put_node(f, t, &t->nodes[i]);
+    for (int64_t k = first ? first[i] : -1; k >= 0; k = next[k])
+        put_op(f, t, &t->ops[k]);
+}
+
 kiln_status insp_write_chrome(const insp_trace *t, const char *path) {
+    /* each node's delegate ops, in order */
+    int64_t *first = NULL, *next = NULL;
+    if (t->n_ops) {
+        first = malloc(sizeof *first * (size_t)t->n_nodes + 1);
+        next = malloc(sizeof *next * (size_t)t->n_ops);
+        if (!first || !next) {
+            free(first);
+            free(next);
+            return kiln_error(KILN_ERR_NOMEM, "out of memory writing the Chrome trace");
+        }
+        for (int64_t i = 0; i < t->n_nodes; i++)
+            first[i] = -1;
+        for (int64_t k = t->n_ops - 1; k >= 0; k--) {
+            int64_t n = t->ops[k].node_ev;
+            next[k] = n >= 0 ? first[n] : -1;
+            if (n >= 0) first[n] = k;
+        }
+    }
     kiln_outfile out;
     kiln_status st = kiln_outfile_open(&out, path);
-    if (st) return kiln_error_wrap(st, "the Chrome trace");
+    if (st) {
+        free(first);
+        free(next);
+        return kiln_error_wrap(st, "the Chrome trace");
+    }
     FILE *f = out.f;
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"trace\":");
     insp_json_str(f, t->path, 0);
@@ -87,21 +131,30 @@ kiln_status insp_write_chrome(const insp_trace *t, const char *path) {
             put_us(f, p->t1 - p->t0);
             fprintf(f, ",\"args\":{\"backend\":");
             insp_json_str(f, t->backends[p->backend], 0);
-            fprintf(f, ",\"fallback\":%s,\"first_node\":%d,\"last_node\":%d}}",
+            fprintf(f, ",\"fallback\":%s,\"first_node\":%d,\"last_node\":%d",
                     p->fallback ? "true" : "false", p->first_node, p->last_node);
+            if (p->host_ns) fprintf(f, ",\"host_ns\":%llu", (unsigned long long)p->host_ns);
+            if (p->delegate_ns)
+                fprintf(f, ",\"delegate_ns\":%llu,\"cycles\":%llu",
+                        (unsigned long long)p->delegate_ns, (unsigned long long)p->cycles);
+            fprintf(f, "}}");
+            /* the delegate's own ops (no node's) */
+            for (int64_t x = k->first_op; x < k->first_op + k->n_ops; x++)
+                if (t->ops[x].node_ev < 0 && t->ops[x].partition == p->partition)
+                    put_op(f, t, &t->ops[x]);
             /* its nodes: the call's nodes come in partition order */
             for (; node < k->first_node + k->n_nodes && t->nodes[node].partition == p->partition;
-                 node++) {
-                put_node(f, t, &t->nodes[node]);
-            }
+                 node++)
+                put_node_ops(f, t, node, first, next);
         }
         /* nodes not in partition order (still inside their partitions: the
          * reader checked) */
-        for (; node < k->first_node + k->n_nodes; node++) {
-            put_node(f, t, &t->nodes[node]);
-        }
+        for (; node < k->first_node + k->n_nodes; node++)
+            put_node_ops(f, t, node, first, next);
     }
     fprintf(f, "\n]}\n");
+    free(first);
+    free(next);
     return close_file(&out, "the Chrome trace", KILN_OK);
 }
 

@@ -10,8 +10,9 @@
 #include "inspect_trace.h"
 
 const char *insp_kind_name(int kind) {
-    static const char *const names[] = {"method", "partition", "op", "node", "executor", "rest"};
-    return kind >= 0 && kind <= ROW_REST ? names[kind] : "?";
+    static const char *const names[] = {"method",   "partition", "op",         "node",
+                                        "executor", "rest",      "delegate op"};
+    return kind >= 0 && kind <= ROW_DELEGATE_OP ? names[kind] : "?";
 }
 
 void insp_json_str(FILE *f, const char *s, int html) {
@@ -96,9 +97,15 @@ typedef struct leaf {
     double flops, bytes, peak_ns;
 } leaf;
 
+typedef struct subop { /* a delegate's ops of one type under one leaf */
+    int32_t type;
+    int64_t n, next; /* ops; the leaf's next, -1 */
+    uint64_t ns, cycles;
+} subop;
+
 typedef struct group { /* one method's partitions on one backend */
     int64_t n, first;  /* its partition durations: pdur[first .. first + n) */
-    uint64_t part_ns, node_ns, host_ns;
+    uint64_t part_ns, node_ns, host_ns, delegate_ns;
     double flops, bytes, peak_ns;
     int fallback;
     int64_t first_leaf; /* -1: none */
@@ -169,12 +176,14 @@ typedef struct {
     uint64_t *pdur; /* partition durations, contiguous per group */
     leaf *leaves;
     int64_t n_leaves, cap_leaves;
-    int64_t *map, map_cap; /* leaf key -> index (-1: free) */
-    int64_t *node_leaf;    /* per node: its leaf, -1 */
-    uint64_t *dur;         /* node durations, contiguous per leaf */
-    uint64_t *leaf_tot;    /* per leaf: its total */
-    int64_t *order;        /* one group's leaves, most time first */
-    int *gorder;           /* one method's backends, most time first */
+    int64_t *map, map_cap;               /* leaf key -> index (-1: free) */
+    int64_t *node_leaf;                  /* per node: its leaf, -1 */
+    uint64_t *dur;                       /* node durations, contiguous per leaf */
+    uint64_t *leaf_tot;                  /* per leaf: its total */
+    int64_t *order;                      /* one group's leaves, most time first */
+    struct subop *subs;                  /* a delegate's ops per leaf and op type */
+    int64_t n_subs, cap_subs, *leaf_sub; /* leaf_sub[leaf]: its first, -1 */
+    int *gorder;                         /* one method's backends, most time first */
     int64_t cap_rows;
 } builder;
 
@@ -192,6 +201,7 @@ static void build_partitions(builder *b) {
         g->n++;
         g->part_ns += p->t1 - p->t0;
         g->host_ns += p->host_ns;
+        g->delegate_ns += p->delegate_ns;
         g->fallback = p->fallback;
     }
     for (int64_t i = 0; i < n_groups; i++) {
@@ -326,6 +336,68 @@ static kiln_status build_nodes(builder *b) {
     return KILN_OK;
 }
 
+/* A delegate's ops, per leaf of the node event holding each, per op type. */
+static kiln_status build_subops(builder *b) {
+    const insp_trace *t = b->t;
+    if (!t->n_ops || !b->n_leaves) return KILN_OK;
+    if (!(b->leaf_sub = malloc(sizeof *b->leaf_sub * (size_t)b->n_leaves))) return nomem();
+    for (int64_t k = 0; k < b->n_leaves; k++)
+        b->leaf_sub[k] = -1;
+    for (int64_t i = 0; i < t->n_ops; i++) {
+        const insp_op *x = &t->ops[i];
+        int64_t li = x->node_ev >= 0 ? b->node_leaf[x->node_ev] : -1;
+        if (li < 0) continue;
+        int64_t k = b->leaf_sub[li];
+        while (k >= 0 && b->subs[k].type != x->type)
+            k = b->subs[k].next;
+        if (k < 0) {
+            if (b->n_subs == b->cap_subs) {
+                int64_t c = b->cap_subs ? 2 * b->cap_subs : 256;
+                subop *p = realloc(b->subs, sizeof *p * (size_t)c);
+                if (!p) return nomem();
+                b->subs = p;
+                b->cap_subs = c;
+            }
+            k = b->n_subs++;
+            b->subs[k] = (subop){x->type, 0, b->leaf_sub[li], 0, 0};
+            b->leaf_sub[li] = k;
+        }
+        b->subs[k].n++;
+        b->subs[k].ns += x->t1 - x->t0;
+        b->subs[k].cycles += x->cycles;
+    }
+    return KILN_OK;
+}
+
+static int cmp_subop(const void *a, const void *b) {
+    const subop *x = *(const subop *const *)a, *y = *(const subop *const *)b;
+    return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : x->type - y->type;
+}
+
+/* Under leaf li's row (leaf_ms): its delegate ops by type, most time first;
+ * they share the leaf's time (node times are their ops' sums). */
+static kiln_status subop_rows(builder *b, int64_t li, int m, int bk, double leaf_ms) {
+    if (!b->leaf_sub) return KILN_OK;
+    const subop *list[64];
+    int n = 0;
+    for (int64_t k = b->leaf_sub[li]; k >= 0 && n < 64; k = b->subs[k].next)
+        list[n++] = &b->subs[k];
+    if (n > 1) qsort(list, (size_t)n, sizeof *list, cmp_subop);
+    for (int i = 0; i < n; i++) {
+        insp_row *row = push_row(b);
+        if (!row) return nomem();
+        const char *type = b->t->str[list[i]->type];
+        row_init(row, 3, ROW_DELEGATE_OP, *type ? type : "(untyped)");
+        row->method = m;
+        row->backend = bk;
+        row->calls = list[i]->n;
+        row->total = insp_ms(list[i]->ns);
+        row->avg = row->total / (double)list[i]->n;
+        row->pct = leaf_ms > 0 ? 100 * row->total / leaf_ms : 0;
+    }
+    return KILN_OK;
+}
+
 /* Durations of each leaf, contiguous, and their totals. */
 static kiln_status leaf_durations(builder *b) {
     if (!b->n_leaves) return KILN_OK;
@@ -389,6 +461,8 @@ static kiln_status leaf_rows(builder *b, int m, int bk, const group *g, double g
         row->bytes = l->bytes;
         row->peak_ns = l->peak_ns;
         row->pct = group_ms > 0 ? 100 * row->total / group_ms : 0;
+        kiln_status st = subop_rows(b, b->order[k], m, bk, row->total);
+        if (st) return st;
     }
     if (rest.calls) {
         rest.pct = group_ms > 0 ? 100 * rest.total / group_ms : 0;
@@ -422,7 +496,10 @@ static kiln_status group_rows(builder *b, const insp_method_stat *s, int bk, dou
     kiln_status st = leaf_rows(b, m, bk, g, group_ms);
     if (st) return st;
     /* A delegate's host work (binding, copies, cache writes) is its own row;
-     * the rest of a partition without node events is the accelerator's. */
+     * the rest of a partition without node events is the accelerator's; in
+     * a profiled delegate's, whose node times apportion its own execute
+     * time, what lies outside its ops (QNN's input and output ops, the call
+     * around them, reading the profile). */
     if (g->host_ns) {
         if (!(row = push_row(b))) return nomem();
         row_init(row, 2, ROW_EXECUTOR, "(host: bind, copy, cache)");
@@ -433,7 +510,9 @@ static kiln_status group_rows(builder *b, const insp_method_stat *s, int bk, dou
     }
     if (!(row = push_row(b))) return nomem();
     row_init(row, 2, ROW_EXECUTOR,
-             g->node_ns || !g->host_ns ? "(between nodes)" : "(in the delegate)");
+             g->delegate_ns              ? "(in the delegate, outside its ops)"
+             : g->node_ns || !g->host_ns ? "(between nodes)"
+                                         : "(in the delegate)");
     row->method = m;
     row->backend = bk;
     row->total = group_ms - (double)g->node_ns / 1e6 - insp_ms(g->host_ns);
@@ -520,7 +599,7 @@ kiln_status insp_report_build(const insp_trace *t, const insp_peaks *pk, int by,
 
     build_partitions(&b);
     build_methods(&b, mdur);
-    if ((st = build_nodes(&b)) || (st = leaf_durations(&b))) goto done;
+    if ((st = build_nodes(&b)) || (st = leaf_durations(&b)) || (st = build_subops(&b))) goto done;
     for (int mi = 0; mi < r->n_methods && !st; mi++)
         st = method_rows(&b, mi);
 
@@ -534,6 +613,8 @@ done:
     free(b.leaves);
     free(b.leaf_tot);
     free(b.order);
+    free(b.subs);
+    free(b.leaf_sub);
     free(b.gorder);
     if (st) insp_report_free(r);
     return st;

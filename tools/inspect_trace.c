@@ -116,6 +116,7 @@ void insp_trace_free(insp_trace *t) {
     free(t->hash);
     free(t->nodes);
     free(t->parts);
+    free(t->ops);
     free(t->calls);
     const char *path = t->path;
     memset(t, 0, sizeof *t);
@@ -192,9 +193,10 @@ static kiln_status read_header(insp_trace *t, const kiln_json *h, const char *wh
         return fail(t, 1,
                     "not a Kiln trace: the first line is a JSON object without \"kiln_trace\" "
                     "(docs/TRACE.md)");
-    if (v != 1)
+    if (v != 1 && v != 2)
         return kiln_error(KILN_ERR_VERSION,
-                          "'%s' line 1: trace format version %lld; this kiln reads version 1",
+                          "'%s' line 1: trace format version %lld; this kiln reads versions 1 "
+                          "and 2",
                           t->path, (long long)v);
     t->version = v;
     const char *s[3];
@@ -265,11 +267,12 @@ static kiln_status read_node(reader *r, const kiln_json *o) {
     int64_t part, id;
     const char *s[3];
     size_t len[3];
-    int fb;
+    int fb, est = 0;
     kiln_status st;
     if ((st = common(r, o, what, &n.call, &n.method, &n.t0, &n.t1)) ||
         (st = get_uint(o, what, "partition", INT32_MAX, &part)) ||
         (st = get_uint(o, what, "node_id", INT32_MAX, &id)) ||
+        (st = kiln_json_get_bool(o, what, "estimated", 0, &est)) ||
         (st = get_str(t, r->line, o, what, "name", &s[0], &len[0])) ||
         (st = get_str(t, r->line, o, what, "op", &s[1], &len[1])) ||
         (st = get_name(t, r->line, o, what, "backend", t->backends, t->n_backends, "backends",
@@ -282,10 +285,43 @@ static kiln_status read_node(reader *r, const kiln_json *o) {
     n.partition = (int32_t)part;
     n.node_id = (int32_t)id;
     n.fallback = (uint8_t)fb;
+    n.estimated = (uint8_t)est;
     if ((n.name = intern(t, s[0], len[0])) < 0 || (n.op = intern(t, s[1], len[1])) < 0 ||
         (n.unit = intern(t, s[2], len[2])) < 0)
         return kiln_error(KILN_ERR_NOMEM, "out of memory reading '%s'", t->path);
     t->nodes[t->n_nodes++] = n;
+    return KILN_OK;
+}
+
+static kiln_status read_op(reader *r, const kiln_json *o) {
+    insp_trace *t = r->t;
+    const char *what = r->what;
+    if (t->version < 2) return fail(t, r->line, "an op event in a version 1 trace");
+    if (r->phase) return fail(t, r->line, "an op event after its call's partition events");
+    if (grow((void **)&t->ops, &t->cap_ops, t->n_ops, sizeof *t->ops))
+        return kiln_error(KILN_ERR_NOMEM, "out of memory reading '%s'", t->path);
+    insp_op x;
+    memset(&x, 0, sizeof x);
+    x.line = r->line;
+    int64_t part, id = -1;
+    const char *s[2];
+    size_t len[2];
+    int est;
+    kiln_status st;
+    if ((st = common(r, o, what, &x.call, &x.method, &x.t0, &x.t1)) ||
+        (st = get_uint(o, what, "partition", INT32_MAX, &part)) ||
+        (kiln_json_get(o, "node_id") && (st = get_uint(o, what, "node_id", INT32_MAX, &id))) ||
+        (st = get_str(t, r->line, o, what, "name", &s[0], &len[0])) ||
+        (st = get_str(t, r->line, o, what, "type", &s[1], &len[1])) ||
+        (st = kiln_json_get_u64(o, what, "cycles", 1, UINT64_MAX, &x.cycles)) ||
+        (st = kiln_json_get_bool(o, what, "estimated", 1, &est)))
+        return st;
+    x.partition = (int32_t)part;
+    x.node_id = (int32_t)id;
+    x.node_ev = -1;
+    if ((x.name = intern(t, s[0], len[0])) < 0 || (x.type = intern(t, s[1], len[1])) < 0)
+        return kiln_error(KILN_ERR_NOMEM, "out of memory reading '%s'", t->path);
+    t->ops[t->n_ops++] = x;
     return KILN_OK;
 }
 
@@ -312,6 +348,19 @@ static kiln_status read_part(reader *r, const kiln_json *o) {
     if (p.host_ns > p.t1 - p.t0)
         return fail(t, r->line, "host_ns %llu is more than the partition's %llu ns",
                     (unsigned long long)p.host_ns, (unsigned long long)(p.t1 - p.t0));
+    if (kiln_json_get(o, "delegate_ns")) { /* a profiled delegate's figures, all of them */
+        if ((st = kiln_json_get_u64(o, what, "delegate_ns", 1, UINT64_MAX, &p.delegate_ns)) ||
+            (st = kiln_json_get_u64(o, what, "cycles", 1, UINT64_MAX, &p.cycles)) ||
+            (st = kiln_json_get_u64(o, what, "vtcm_acquire_ns", 1, UINT64_MAX, &p.vtcm_ns)) ||
+            (st = kiln_json_get_u64(o, what, "power_on_ns", 1, UINT64_MAX, &p.power_ns)) ||
+            (st = get_uint(o, what, "hw_threads", 1 << 20, &p.hw_threads)))
+            return st;
+        if (p.delegate_ns + p.host_ns > p.t1 - p.t0)
+            return fail(t, r->line,
+                        "delegate_ns %llu and host_ns %llu are more than the partition's %llu ns",
+                        (unsigned long long)p.delegate_ns, (unsigned long long)p.host_ns,
+                        (unsigned long long)(p.t1 - p.t0));
+    }
     if (last < first)
         return fail(t, r->line, "last_node %lld is before first_node %lld", (long long)last,
                     (long long)first);
@@ -337,6 +386,30 @@ static kiln_status close_call(reader *r, insp_call *c) {
                         "(line %lld)",
                         p->partition, (unsigned long long)p->t0, (unsigned long long)p->t1,
                         (unsigned long long)c->t0, (unsigned long long)c->t1, (long long)r->line);
+    }
+    /* Each op inside its partition, and inside its node's event. */
+    int64_t node_hint = 0;
+    for (int64_t k = c->first_op; k < t->n_ops; k++) {
+        insp_op *x = &t->ops[k];
+        const insp_part *p = NULL;
+        for (int64_t j = c->first_part; j < t->n_parts && !p; j++)
+            if (t->parts[j].partition == x->partition) p = &t->parts[j];
+        if (!p || x->t0 < p->t0 || x->t1 > p->t1)
+            return fail(t, x->line, "op '%s' does not lie in a partition %d of call %lld",
+                        t->str[x->name], x->partition, (long long)x->call);
+        if (x->node_id < 0) continue;
+        const insp_node *n = NULL; /* from where the last op's node was: ops come in order */
+        for (int64_t j = 0; j < c->n_nodes && !n; j++) {
+            int64_t i = c->first_node + (node_hint + j) % c->n_nodes;
+            const insp_node *y = &t->nodes[i];
+            if (y->node_id == x->node_id && y->partition == x->partition && y->t0 <= x->t0 &&
+                x->t1 <= y->t1)
+                n = y, node_hint = i - c->first_node, x->node_ev = i;
+        }
+        if (!n)
+            return fail(t, x->line,
+                        "op '%s' names node %d, whose event in call %lld does not hold it",
+                        t->str[x->name], x->node_id, (long long)x->call);
     }
     int64_t hint = c->first_part;
     for (int64_t k = c->first_node; k < t->n_nodes; k++) {
@@ -388,6 +461,10 @@ static kiln_status read_method(reader *r, const kiln_json *o) {
     while (c.first_part > 0 && t->parts[c.first_part - 1].call == call)
         c.first_part--;
     c.n_parts = t->n_parts - c.first_part;
+    c.first_op = t->n_ops;
+    while (c.first_op > 0 && t->ops[c.first_op - 1].call == call)
+        c.first_op--;
+    c.n_ops = t->n_ops - c.first_op;
     if ((st = close_call(r, &c))) return st;
     t->calls[t->n_calls++] = c;
     r->method = -1;
@@ -464,8 +541,8 @@ static kiln_status read_line(reader *r, const char *p, size_t n) {
         const char *ev;
         size_t len;
         st = get_str(t, r->line, o, what, "ev", &ev, &len);
-        int is_event =
-            !st && (!strcmp(ev, "node") || !strcmp(ev, "partition") || !strcmp(ev, "method"));
+        int is_event = !st && (!strcmp(ev, "node") || !strcmp(ev, "partition") ||
+                               !strcmp(ev, "method") || !strcmp(ev, "op"));
         if (!st && is_event && r->memory)
             st = fail(t, r->line, "a %s event after the memory line (line %d)", ev, r->memory);
         if (st)
@@ -474,6 +551,8 @@ static kiln_status read_line(reader *r, const char *p, size_t n) {
             st = read_node(r, o);
         else if (!strcmp(ev, "partition"))
             st = read_part(r, o);
+        else if (!strcmp(ev, "op"))
+            st = read_op(r, o);
         else if (!strcmp(ev, "method"))
             st = read_method(r, o);
         else if (!strcmp(ev, "memory"))
@@ -482,8 +561,8 @@ static kiln_status read_line(reader *r, const char *p, size_t n) {
             st = read_end(r, o);
         else
             st = fail(t, r->line,
-                      "unknown event \"ev\":\"%.100s\" (version 1 has node, partition, method, "
-                      "memory and end)",
+                      "unknown event \"ev\":\"%.100s\" (version 2 has op, node, partition, "
+                      "method, memory and end)",
                       ev);
         if (!st && is_event) t->n_events++;
     }

@@ -21,12 +21,26 @@ typedef struct insp_node { /* "ev":"node" */
     int32_t name, op, unit; /* string ids (insp_trace.str) */
     int16_t method, backend;
     uint8_t fallback;
+    uint8_t estimated; /* a delegate's node: its time apportioned from its ops' cycles */
 } insp_node;
+
+typedef struct insp_op { /* "ev":"op" (version 2): one op inside a delegate */
+    int64_t call, line;
+    uint64_t t0, t1; /* apportioned by cycles: estimated */
+    uint64_t cycles;
+    int32_t partition, node_id; /* node_id -1: the delegate's own op */
+    int32_t name, type;         /* string ids */
+    int16_t method;
+    int64_t node_ev; /* the node event holding it (index in nodes), -1: none */
+} insp_op;
 
 typedef struct insp_part { /* "ev":"partition" */
     int64_t call, line;
     uint64_t t0, t1;
     uint64_t host_ns; /* a delegate's time on the host inside it (0: none given) */
+    /* a profiled delegate's own figures (version 2; delegate_ns 0: none) */
+    uint64_t delegate_ns, cycles, vtcm_ns, power_ns;
+    int64_t hw_threads;
     int32_t partition, first_node, last_node;
     int16_t method, backend;
     uint8_t fallback;
@@ -37,6 +51,7 @@ typedef struct insp_call { /* "ev":"method": one per call, in call order */
     uint64_t t0, t1;
     int64_t first_node, n_nodes; /* its node events: nodes[first_node ..) */
     int64_t first_part, n_parts; /* its partition events */
+    int64_t first_op, n_ops;     /* its op events */
     int16_t method;
     uint8_t ok;
 } insp_call;
@@ -61,7 +76,8 @@ typedef struct insp_trace {
     insp_node *nodes;
     insp_part *parts;
     insp_call *calls;
-    int64_t n_nodes, n_parts, n_calls, cap_nodes, cap_parts, cap_calls;
+    insp_op *ops;
+    int64_t n_nodes, n_parts, n_calls, cap_nodes, cap_parts, cap_calls, n_ops, cap_ops;
     int64_t n_events, n_lines;
     int64_t dropped; /* end "dropped": events the writer lost to memory (0 when absent) */
     insp_memory mem;
@@ -79,11 +95,11 @@ static inline double insp_ms(uint64_t ns) {
 /* ---- the report -------------------------------------------------------------------- */
 
 enum { BY_OP, BY_NODE, BY_BACKEND, BY_METHOD };
-enum { ROW_METHOD, ROW_PARTITION, ROW_OP, ROW_NODE, ROW_EXECUTOR, ROW_REST };
+enum { ROW_METHOD, ROW_PARTITION, ROW_OP, ROW_NODE, ROW_EXECUTOR, ROW_REST, ROW_DELEGATE_OP };
 
 /* One table row. Durations are ms; a row without a value has NAN. */
 typedef struct insp_row {
-    int depth; /* 0 method, 1 backend (its partitions), 2 op / node */
+    int depth; /* 0 method, 1 backend (its partitions), 2 op / node, 3 a delegate's ops */
     int kind;  /* ROW_* */
     const char *name;
     int method, backend;   /* -1: none */

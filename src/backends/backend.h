@@ -25,6 +25,28 @@ typedef struct kiln_prepare_options {
     void *log_user;
 } kiln_prepare_options;
 
+/* What a delegate's execute reports for the trace (docs/TRACE.md). */
+typedef struct kiln_exec_report {
+    /* in: the call is traced: measure inside the delegate and report each
+     * op through op() (a delegate may not, or may profile nothing) */
+    int profile;
+    void (*op)(void *user, int node, const char *name, const char *type, uint64_t cycles);
+    void *user;
+    /* out: the part of the call spent on the host around the accelerator's
+     * own (binding, copies, cache writes) */
+    uint64_t host_ns;
+    /* out, when profiled (exec_ns > 0): the accelerator's call, from
+     * exec_t0 (CLOCK_MONOTONIC ns), exec_ns long by the delegate's own
+     * measure; its cycles, the time it waited to acquire its memory (VTCM)
+     * and to power on, and the hardware threads it used (0: not said) */
+    uint64_t exec_t0, exec_ns, cycles, vtcm_ns, power_ns;
+    int threads;
+} kiln_exec_report;
+/* op(): node is the index of the Kiln node the op was lowered from (-1: an
+ * op of the delegate's own, such as a graph's input or output); name and
+ * type (the delegate's op kind, "" when unknown) live as long as the
+ * program; ops come in the order they ran. */
+
 typedef struct kiln_backend {
     const char *name;
     /* Compile time: parses the backend's options ("refuse=rms_norm") into
@@ -58,12 +80,11 @@ typedef struct kiln_backend {
     kiln_status (*load)(void *ctx, const kiln_module *m, int b, const kiln_blob *blob);
     /* Runs a whole partition (NULL: node by node through exec). vals holds
      * every value of the method with its data and actual shape; the
-     * partition's boundary outputs are written. *host_ns (never NULL, 0 on
-     * entry) receives the part of the call spent on the host around the
-     * accelerator's own (binding, copies, cache writes), for the trace. */
+     * partition's boundary outputs are written. rep (never NULL, zeroed but
+     * for its inputs) receives what the trace shows of the call. */
     kiln_status (*execute)(void *ctx, const kiln_graph *g, const kiln_partition *p,
                            kiln_tensor *vals, void *scratch, uint64_t scratch_bytes,
-                           uint64_t *host_ns);
+                           kiln_exec_report *rep);
 } kiln_backend;
 
 const kiln_backend *kiln_backend_find(const char *name);

@@ -49,9 +49,15 @@ void kiln_trace_call_begin(struct kiln_trace *t);
 void kiln_trace_node(struct kiln_trace *t, const kiln_program *p, int method, int part, int index,
                      const kiln_node *n, const kiln_tensor *const *in, const kiln_tensor *out,
                      uint64_t t0, uint64_t t1);
-/* host_ns: a delegate's time on the host inside the partition (0: none). */
+/* Before a partition runs: asks a delegate to profile the call, its ops
+ * collected by the trace. After it: the partition, with what a delegate
+ * reported (rep): its host time, and the ops it profiled, laid out over its
+ * execute time by their cycles, under node events of their Kiln nodes
+ * (vals: the method's values, for the nodes' cost rules). */
+void kiln_trace_partition_begin(struct kiln_trace *t, kiln_exec_report *rep);
 void kiln_trace_partition(struct kiln_trace *t, const kiln_program *p, int method, int part,
-                          const kiln_partition *pt, uint64_t t0, uint64_t t1, uint64_t host_ns);
+                          const kiln_partition *pt, const kiln_tensor *vals, uint64_t t0,
+                          uint64_t t1, const kiln_exec_report *rep);
 void kiln_trace_method(struct kiln_trace *t, int method, int64_t tokens, uint64_t t0, uint64_t t1,
                        int ok);
 

@@ -213,7 +213,7 @@ static kiln_status observe_outputs(kiln_session *s, int method, const kiln_parti
 /* One partition: a delegate's execute runs it whole (every node's shape
  * worked out first, so its outputs' shapes are known); the others run it
  * node by node. */
-static kiln_status run_partition(kiln_session *s, int method, int part, uint64_t *host_ns) {
+static kiln_status run_partition(kiln_session *s, int method, int part, kiln_exec_report *rep) {
     const kiln_program *p = s->prog;
     const kiln_graph *g = &p->mod.methods[method];
     const kiln_partition *pt = &g->parts[part];
@@ -228,7 +228,7 @@ static kiln_status run_partition(kiln_session *s, int method, int part, uint64_t
         st = node_shape(g, s->vals[method], i);
     if (!st)
         st = b->execute(p->backend_ctx[pt->backend], g, pt, s->vals[method],
-                        s->arena + g->scratch_offset, g->arena_bytes - g->scratch_offset, host_ns);
+                        s->arena + g->scratch_offset, g->arena_bytes - g->scratch_offset, rep);
     if (st)
         return kiln_error_wrap(st, "method '%s', partition %d (nodes %d..%d on %s)", g->name, part,
                                pt->first, pt->first + pt->n_nodes - 1,
@@ -271,9 +271,10 @@ kiln_status kiln_session_execute(kiln_session *s, int method) {
     for (int k = 0; k < g->n_parts && !st; k++) {
         const kiln_partition *pt = &g->parts[k];
         uint64_t t0 = tr ? kiln_trace_now(tr) : 0;
-        uint64_t host_ns = 0;
-        st = run_partition(s, method, k, &host_ns);
-        if (tr) kiln_trace_partition(tr, p, method, k, pt, t0, kiln_trace_now(tr), host_ns);
+        kiln_exec_report rep = {0};
+        if (tr) kiln_trace_partition_begin(tr, &rep);
+        st = run_partition(s, method, k, &rep);
+        if (tr) kiln_trace_partition(tr, p, method, k, pt, vals, t0, kiln_trace_now(tr), &rep);
     }
     if (st) {
         if (tr) kiln_trace_method(tr, method, T, call_t0, kiln_trace_now(tr), 0);

@@ -16,7 +16,7 @@
 #include "kiln/kiln_trace.h"
 #include "runtime/runtime.h"
 
-enum { EV_METHOD, EV_PARTITION, EV_NODE };
+enum { EV_METHOD, EV_PARTITION, EV_NODE, EV_OP };
 
 typedef struct trace_ev {
     uint8_t kind;
@@ -33,7 +33,21 @@ typedef struct trace_ev {
     uint64_t flops, bytes; /* node: counts by the op's cost rules */
     uint64_t host_ns;      /* partition: a delegate's time on the host (0: none) */
     const char *unit;      /* the backend's own string, lives as long as the program */
+    /* op: its name, type and cycles (strings the delegate's); node, op: 1
+     * when the times are apportioned by cycles, not measured */
+    const char *name, *type;
+    uint64_t cycles;
+    uint8_t estimated;
+    /* partition of a profiled delegate: what it measured (exec_ns 0: none) */
+    uint64_t exec_ns, vtcm_ns, power_ns;
+    int32_t threads;
 } trace_ev;
+
+typedef struct { /* an op a delegate reported, until its partition ends */
+    int node;
+    const char *name, *type;
+    uint64_t cycles;
+} trace_op;
 
 #define TRACE_BLOCK 4096
 
@@ -52,6 +66,8 @@ struct kiln_trace {
     int n_pend, cap_pend;
     int64_t dropped; /* events lost to a failed allocation */
     int64_t positions;
+    trace_op *ops; /* the running partition's, from its delegate */
+    int n_ops, cap_ops, ops_lost;
 };
 
 static uint64_t now_ns(void) {
@@ -80,6 +96,7 @@ void kiln_trace_free(kiln_trace *t) {
         kiln_free(b);
     }
     kiln_free(t->pend);
+    kiln_free(t->ops);
     kiln_free(t);
 }
 
@@ -155,8 +172,83 @@ void kiln_trace_node(kiln_trace *t, const kiln_program *p, int method, int part,
     e->unit = b->unit ? b->unit(p->backend_ctx[n->backend], n, in) : b->name;
 }
 
+static void take_op(void *user, int node, const char *name, const char *type, uint64_t cycles) {
+    kiln_trace *t = user;
+    if (t->n_ops == t->cap_ops) {
+        int cap = t->cap_ops ? 2 * t->cap_ops : 256;
+        trace_op *n = kiln_realloc(t->ops, sizeof *n * (size_t)cap);
+        if (!n) {
+            t->ops_lost++;
+            return;
+        }
+        t->ops = n;
+        t->cap_ops = cap;
+    }
+    t->ops[t->n_ops++] = (trace_op){node, name ? name : "", type ? type : "", cycles};
+}
+
+void kiln_trace_partition_begin(kiln_trace *t, kiln_exec_report *rep) {
+    t->n_ops = t->ops_lost = 0;
+    rep->profile = 1;
+    rep->op = take_op;
+    rep->user = t;
+}
+
+/* A profiled delegate's ops, laid out one after another over its execute
+ * time by their cycles (estimated), each run of ops of one Kiln node under a
+ * node event spanning them; ops of no node lie directly under the
+ * partition. Children come before their parent. */
+static void delegate_events(kiln_trace *t, const kiln_program *p, int method, int part,
+                            const kiln_tensor *vals, uint64_t t0, uint64_t t1,
+                            const kiln_exec_report *rep) {
+    const kiln_graph *g = &p->mod.methods[method];
+    uint64_t total = 0;
+    for (int i = 0; i < t->n_ops; i++)
+        total += t->ops[i].cycles;
+    uint64_t base = rep->exec_t0 > t->origin ? rep->exec_t0 - t->origin : t0, span = rep->exec_ns;
+    if (base < t0 || base > t1) base = t0;
+    if (span > t1 - base) span = t1 - base;
+    uint64_t at = base, cum = 0;
+    for (int i = 0; i < t->n_ops;) {
+        int node = t->ops[i].node, j = i;
+        uint64_t node_t0 = at;
+        for (; j < t->n_ops && (j == i || (node >= 0 && t->ops[j].node == node)); j++) {
+            cum += t->ops[j].cycles;
+            uint64_t end = base + (uint64_t)(total ? (unsigned __int128)span * cum / total
+                                                   : (unsigned __int128)span * (j + 1) / t->n_ops);
+            trace_ev *e = push(t);
+            if (e)
+                *e = (trace_ev){.kind = EV_OP,
+                                .method = method,
+                                .node = t->ops[j].node,
+                                .partition = part,
+                                .call = t->n_calls,
+                                .t0 = at,
+                                .t1 = end,
+                                .name = t->ops[j].name,
+                                .type = t->ops[j].type,
+                                .cycles = t->ops[j].cycles,
+                                .estimated = 1};
+            at = end;
+        }
+        if (node >= 0 && node < g->n_nodes) {
+            const kiln_node *n = &g->nodes[node];
+            const kiln_tensor *in[KILN_MAX_INPUTS];
+            for (int k = 0; k < n->n_in; k++)
+                in[k] = &vals[n->in[k]];
+            kiln_trace_node(t, p, method, part, node, n, in, &vals[n->out], node_t0, at);
+            if (t->tail && t->tail->n) t->tail->ev[t->tail->n - 1].estimated = 1;
+        }
+        i = j;
+    }
+}
+
 void kiln_trace_partition(kiln_trace *t, const kiln_program *p, int method, int part,
-                          const kiln_partition *pt, uint64_t t0, uint64_t t1, uint64_t host_ns) {
+                          const kiln_partition *pt, const kiln_tensor *vals, uint64_t t0,
+                          uint64_t t1, const kiln_exec_report *rep) {
+    if (rep->exec_ns && t->n_ops) delegate_events(t, p, method, part, vals, t0, t1, rep);
+    t->dropped += t->ops_lost;
+    t->n_ops = t->ops_lost = 0;
     if (t->n_pend == t->cap_pend) {
         int cap = t->cap_pend ? 2 * t->cap_pend : 16;
         trace_ev *np = kiln_realloc(t->pend, sizeof *np * (size_t)cap);
@@ -177,7 +269,12 @@ void kiln_trace_partition(kiln_trace *t, const kiln_program *p, int method, int 
                                       .call = t->n_calls,
                                       .t0 = t0,
                                       .t1 = t1,
-                                      .host_ns = host_ns};
+                                      .host_ns = rep->host_ns,
+                                      .exec_ns = rep->exec_ns,
+                                      .cycles = rep->cycles,
+                                      .vtcm_ns = rep->vtcm_ns,
+                                      .power_ns = rep->power_ns,
+                                      .threads = rep->threads};
 }
 
 void kiln_trace_method(kiln_trace *t, int method, int64_t tokens, uint64_t t0, uint64_t t1,
@@ -243,7 +340,27 @@ static void write_event(FILE *f, const kiln_program *p, const trace_ev *e) {
                 e->fallback ? "true" : "false", e->node, e->node_last, (unsigned long long)e->t0,
                 (unsigned long long)e->t1);
         if (e->host_ns) fprintf(f, ",\"host_ns\":%llu", (unsigned long long)e->host_ns);
+        if (e->exec_ns)
+            fprintf(f,
+                    ",\"delegate_ns\":%llu,\"cycles\":%llu,\"vtcm_acquire_ns\":%llu,"
+                    "\"power_on_ns\":%llu,\"hw_threads\":%d",
+                    (unsigned long long)e->exec_ns, (unsigned long long)e->cycles,
+                    (unsigned long long)e->vtcm_ns, (unsigned long long)e->power_ns, e->threads);
         fputs("}\n", f);
+        return;
+    }
+    if (e->kind == EV_OP) {
+        fprintf(f, "{\"ev\":\"op\",\"call\":%lld,\"method\":", (long long)e->call);
+        kiln_json_fput_str(f, g->name);
+        fprintf(f, ",\"partition\":%d,", e->partition);
+        if (e->node >= 0) fprintf(f, "\"node_id\":%d,", e->node);
+        fputs("\"name\":", f);
+        kiln_json_fput_str(f, e->name);
+        fputs(",\"type\":", f);
+        kiln_json_fput_str(f, e->type);
+        fprintf(f, ",\"cycles\":%llu,\"start_ns\":%llu,\"end_ns\":%llu,\"estimated\":true}\n",
+                (unsigned long long)e->cycles, (unsigned long long)e->t0,
+                (unsigned long long)e->t1);
         return;
     }
     const kiln_node *n = &g->nodes[e->node];
@@ -258,9 +375,10 @@ static void write_event(FILE *f, const kiln_program *p, const trace_ev *e) {
     fputs(",\"unit\":", f);
     kiln_json_fput_str(f, e->unit ? e->unit : backend);
     fprintf(f,
-            ",\"fallback\":%s,\"start_ns\":%llu,\"end_ns\":%llu,\"flops\":%llu,\"bytes\":%llu}\n",
+            ",\"fallback\":%s,\"start_ns\":%llu,\"end_ns\":%llu,\"flops\":%llu,\"bytes\":%llu%s}\n",
             e->fallback ? "true" : "false", (unsigned long long)e->t0, (unsigned long long)e->t1,
-            (unsigned long long)e->flops, (unsigned long long)e->bytes);
+            (unsigned long long)e->flops, (unsigned long long)e->bytes,
+            e->estimated ? ",\"estimated\":true" : "");
 }
 
 kiln_status kiln_trace_write(const kiln_trace *t, const kiln_session *s, const char *path) {
@@ -276,7 +394,7 @@ kiln_status kiln_trace_write(const kiln_trace *t, const kiln_session *s, const c
     FILE *f = out.f;
     const kiln_module *m = &p->mod;
     fprintf(f,
-            "{\"kiln_trace\":1,\"kiln\":\"%s\",\"format_version\":%d,\"program\":", kiln_version(),
+            "{\"kiln_trace\":2,\"kiln\":\"%s\",\"format_version\":%d,\"program\":", kiln_version(),
             KILN_FORMAT_VERSION);
     kiln_json_fput_str(f, p->path);
     fputs(",\"clock\":\"monotonic\",\"methods\":[", f);

@@ -159,6 +159,24 @@ enum {
     QNN_HTP_CONTEXT_WEIGHT_SHARING = 1,
 };
 
+/* One profiling event: QNN_PROFILE_* type and unit, its value, its name
+ * (per-op events: the op's name, then ":OpId_N"). */
+typedef struct {
+    uint32_t type, unit;
+    uint64_t value;
+    const char *identifier;
+} qnn_profile_data;
+enum { QNN_PROFILE_BASIC = 1, QNN_PROFILE_DETAILED = 2 };
+/* Event types an HTP execute reports (units: microseconds unless said). */
+enum {
+    QNN_PROFILE_EXECUTE_TIME = 400,  /* QNN (execute) time */
+    QNN_PROFILE_NODE = 404,          /* one op, cycles: a sub-event of the cycles */
+    QNN_PROFILE_HTP_CYCLES = 3003,   /* Accelerator (execute) time, cycles */
+    QNN_PROFILE_HTP_VTCM = 3010,     /* Time for initial VTCM acquire */
+    QNN_PROFILE_HTP_POWER_ON = 3011, /* Time for HVX + HMX power on and acquire */
+    QNN_PROFILE_HTP_THREADS = 8001,  /* Number of HVX threads used (a count) */
+};
+
 typedef void (*qnn_log_fn)(const char *fmt, uint32_t level, uint64_t timestamp, va_list ap);
 
 /* The function table, in the library's order (older public headers lack
@@ -197,8 +215,14 @@ typedef struct {
     qnn_err (*log_create)(qnn_log_fn fn, uint32_t level, qnn_handle *log);
     void *log_set_level;
     qnn_err (*log_free)(qnn_handle log);
-    void *profile_slots[7]; /* profileCreate .. profileFree (28..34) */
-    void *mem_slots[5];     /* memRegister .. deviceGetInfrastructure (35..39) */
+    qnn_err (*profile_create)(qnn_handle be, uint32_t level, qnn_handle *profile); /* 28 */
+    void *profile_set_config;
+    qnn_err (*profile_get_events)(qnn_handle profile, const uint64_t **events, uint32_t *n);
+    qnn_err (*profile_get_sub_events)(uint64_t event, const uint64_t **events, uint32_t *n);
+    qnn_err (*profile_get_event_data)(uint64_t event, qnn_profile_data *data);
+    void *profile_get_extended_event_data;
+    qnn_err (*profile_free)(qnn_handle profile); /* 34 */
+    void *mem_slots[5]; /* memRegister .. deviceGetInfrastructure (35..39) */
     qnn_err (*device_create)(qnn_handle log, const qnn_config **cfg, qnn_handle *dev);
     void *device_set_config;
     void *device_get_info;
@@ -226,6 +250,11 @@ _Static_assert(__builtin_offsetof(qnn_fn, error_get_message) == 48 * sizeof(void
                "errorGetMessage is slot 48 of the function table");
 _Static_assert(__builtin_offsetof(qnn_fn, device_create) == 40 * sizeof(void *),
                "deviceCreate is slot 40");
+_Static_assert(__builtin_offsetof(qnn_fn, profile_create) == 28 * sizeof(void *),
+               "QNN function table: profileCreate is slot 28");
+_Static_assert(__builtin_offsetof(qnn_fn, profile_free) == 34 * sizeof(void *),
+               "QNN function table: profileFree is slot 34");
+_Static_assert(sizeof(qnn_profile_data) == 24, "QNN profile event data is 24 bytes");
 _Static_assert(__builtin_offsetof(qnn_fn, log_create) == 25 * sizeof(void *),
                "logCreate is slot 25");
 

@@ -210,6 +210,20 @@ typedef struct stage {
     struct stage *next;
 } stage;
 
+/* The ops a graph's profiles name, kept for the program's life (the trace
+ * holds their strings): found by the name QNN gives each op event. */
+typedef struct {
+    char *id;         /* QNN's identifier, e.g. "blk.0.attn_q.op10.MatMul:OpId_27 (cycles)" */
+    const char *name; /* the op's name: "blk.0.attn_q.op10.MatMul" (a copy) */
+    const char *type; /* "MatMul" ("" when the name does not say) */
+    int node;         /* the Kiln node it was lowered from, -1: QNN's own */
+} prof_op;
+
+typedef struct {
+    prof_op *ops;
+    int n, cap;
+} prof_ops;
+
 typedef struct {
     const kiln_module *m;
     qnn_rt rt;
@@ -218,6 +232,7 @@ typedef struct {
     uint64_t stage_bytes; /* per call: the largest graph's host buffers */
     pthread_mutex_t lock;
     stage *free_stages;
+    prof_ops *prof; /* per graph of view, once profiled */
 } qnn_ctx;
 
 static kiln_status qnn_open(const kiln_module *m, const kiln_open_options *options, void **out) {
@@ -239,6 +254,12 @@ static void qnn_close(void *ctx) {
         n = s->next;
         kiln_free(s);
     }
+    for (int i = 0; c->prof && i < c->view.n_graphs; i++) {
+        for (int k = 0; k < c->prof[i].n; k++)
+            kiln_free(c->prof[i].ops[k].id);
+        kiln_free(c->prof[i].ops);
+    }
+    kiln_free(c->prof);
     pthread_mutex_destroy(&c->lock);
     kiln_free(c);
 }
@@ -433,9 +454,107 @@ static const qnn_graph_info *find_graph(const qnn_ctx *c, int method, int part) 
     return NULL;
 }
 
+/* The op an event names: "<node>.op<N>.<type>:OpId_<K> (cycles)", or one of
+ * QNN's own ("Input OpId_2 (cycles)"). Parsed once per identifier, under
+ * the lock; NULL when out of memory. */
+static const prof_op *prof_find(qnn_ctx *c, int gi, const kiln_graph *g, const kiln_partition *p,
+                                int hint, const char *id) {
+    prof_ops *po = &c->prof[gi];
+    if (hint < po->n && !strcmp(po->ops[hint].id, id)) return &po->ops[hint];
+    for (int i = 0; i < po->n; i++)
+        if (!strcmp(po->ops[i].id, id)) return &po->ops[i];
+    if (po->n == po->cap) {
+        int cap = po->cap ? 2 * po->cap : 256;
+        prof_op *n = kiln_realloc(po->ops, sizeof *n * (size_t)cap);
+        if (!n) return NULL;
+        po->ops = n;
+        po->cap = cap;
+    }
+    size_t len = strlen(id);
+    char *copy = kiln_malloc(2 * len + 2); /* the identifier, then the name */
+    if (!copy) return NULL;
+    memcpy(copy, id, len + 1);
+    char *name = copy + len + 1;
+    memcpy(name, id, len + 1);
+    char *cut = strstr(name, ":OpId_");
+    if (!cut) cut = strstr(name, " (cycles)");
+    if (cut) *cut = 0;
+    prof_op *o = &po->ops[po->n];
+    *o = (prof_op){.id = copy, .name = name, .type = "", .node = -1};
+    /* "<node>.op<N>[.<type>]": the last ".op" followed by digits */
+    for (char *at = strstr(name, ".op"); at; at = strstr(at + 1, ".op")) {
+        char *d = at + 3;
+        if (*d < '0' || *d > '9') continue;
+        while (*d >= '0' && *d <= '9')
+            d++;
+        if (*d && *d != '.') continue;
+        o->type = *d == '.' ? d + 1 : "";
+        size_t nl = (size_t)(at - name);
+        for (int k = p->first; k < p->first + p->n_nodes; k++)
+            if (strlen(g->nodes[k].name) == nl && !strncmp(g->nodes[k].name, name, nl)) {
+                o->node = k;
+                break;
+            }
+    }
+    po->n++;
+    return o;
+}
+
+/* A profile event's time in ns (QNN's unit 1 is microseconds; 0: another). */
+static uint64_t prof_time(const qnn_profile_data *d) {
+    return d->unit == 1 ? d->value * 1000 : 0;
+}
+
+/* A profiled call's figures and ops into rep. */
+static void prof_report(qnn_ctx *c, int gi, const kiln_graph *g, const kiln_partition *p,
+                        qnn_handle pf, kiln_exec_report *rep) {
+    const qnn_fn *f = c->rt.lib->fn;
+    const uint64_t *ev = NULL;
+    uint32_t ne = 0;
+    if (f->profile_get_events(pf, &ev, &ne)) return;
+    for (uint32_t i = 0; i < ne; i++) {
+        qnn_profile_data d = {0};
+        if (f->profile_get_event_data(ev[i], &d)) continue;
+        switch (d.type) {
+        case QNN_PROFILE_EXECUTE_TIME:
+            rep->exec_ns = prof_time(&d);
+            break;
+        case QNN_PROFILE_HTP_VTCM:
+            rep->vtcm_ns = prof_time(&d);
+            break;
+        case QNN_PROFILE_HTP_POWER_ON:
+            rep->power_ns = prof_time(&d);
+            break;
+        case QNN_PROFILE_HTP_THREADS:
+            rep->threads = (int)d.value;
+            break;
+        case QNN_PROFILE_HTP_CYCLES: {
+            rep->cycles = d.value;
+            const uint64_t *sub = NULL;
+            uint32_t ns = 0;
+            if (f->profile_get_sub_events(ev[i], &sub, &ns)) break;
+            pthread_mutex_lock(&c->lock);
+            if (!c->prof) c->prof = kiln_calloc((size_t)c->view.n_graphs, sizeof *c->prof);
+            for (uint32_t k = 0; c->prof && k < ns; k++) {
+                qnn_profile_data q = {0};
+                if (f->profile_get_event_data(sub[k], &q) || q.type != QNN_PROFILE_NODE ||
+                    !q.identifier)
+                    continue;
+                const prof_op *o = prof_find(c, gi, g, p, (int)k, q.identifier);
+                if (o) rep->op(rep->user, o->node, o->name, o->type, q.value);
+            }
+            pthread_mutex_unlock(&c->lock);
+            break;
+        }
+        default:
+            break;
+        }
+    }
+}
+
 static kiln_status qnn_execute(void *ctx, const kiln_graph *g, const kiln_partition *p,
                                kiln_tensor *vals, void *scratch, uint64_t scratch_bytes,
-                               uint64_t *host_ns) {
+                               kiln_exec_report *rep) {
     (void)scratch, (void)scratch_bytes;
     uint64_t t_begin = now_ns(), t_exec = 0, t_done = 0;
     qnn_ctx *c = ctx;
@@ -526,10 +645,25 @@ static kiln_status qnn_execute(void *ctx, const kiln_graph *g, const kiln_partit
         t->v2.buf.data = data;
         t->v2.buf.bytes = (uint32_t)bytes;
     }
+    /* Traced: QNN's detailed profile of this call (its own figures, each
+     * op's cycles); a profile that cannot be made leaves the call as it is. */
+    qnn_handle pf = NULL;
+    uint64_t t_prof = now_ns(); /* profiling's own time is not the host's */
+    if (rep->profile && c->rt.lib->fn->profile_create(c->rt.be, QNN_PROFILE_DETAILED, &pf))
+        pf = NULL;
     qnn_clear_log();
     t_exec = now_ns();
-    qnn_err e = c->rt.lib->fn->graph_execute(gi->graph, in, n_in, out, n_out, NULL, NULL);
+    uint64_t prof_ns = t_exec - t_prof;
+    qnn_err e = c->rt.lib->fn->graph_execute(gi->graph, in, n_in, out, n_out, pf, NULL);
     t_done = now_ns();
+    if (pf) {
+        if (!e) {
+            rep->exec_t0 = t_exec;
+            prof_report(c, (int)(gi - c->view.graphs), g, p, pf, rep);
+        }
+        c->rt.lib->fn->profile_free(pf);
+        prof_ns += now_ns() - t_done;
+    }
     kiln_status st = KILN_OK;
     if (e) st = kiln_error_wrap(qnn_fail(c->rt.lib, "graphExecute", e), "graph '%s'", gi->name);
     /* The call's own KV rows into the cache; the logits rows kept. */
@@ -549,7 +683,7 @@ static kiln_status qnn_execute(void *ctx, const kiln_graph *g, const kiln_partit
         }
     }
     stage_put(c, st_base);
-    if (t_exec) *host_ns = (t_exec - t_begin) + (now_ns() - t_done);
+    rep->host_ns = (t_exec - t_begin) + (now_ns() - t_done) - prof_ns;
     return st;
 }
 

@@ -150,8 +150,9 @@ static qnn_tensor stat(lower *L, const char *name, uint32_t dtype, int rank, con
 static void op(lower *L, const char *type, qnn_param *ps, int np, qnn_tensor *in, int nin,
                qnn_tensor *out) {
     if (L->st) return;
-    char name[KILN_NAME_MAX + 32];
-    snprintf(name, sizeof name, "%s.op%d", L->node ? L->node->name : "g", L->n_made++);
+    /* "<Kiln node>.op<N>.<QNN type>": how a profile's op finds its node */
+    char name[KILN_NAME_MAX + 64];
+    snprintf(name, sizeof name, "%s.op%d.%s", L->node ? L->node->name : "g", L->n_made++, type);
     qnn_op o;
     memset(&o, 0, sizeof o);
     o.version = 1;
