@@ -45,6 +45,11 @@ typedef struct {
     float theta;
     int n_rot, freqs;    /* freqs: the const value, or -1 */
     qnn_tensor cos, sin; /* gathered: [Tm, n_rot/2] */
+    /* the same at the heads' shape [Tm, heads, n_rot/2], per head count:
+     * made once per graph, so no rope multiplies by a broadcast table */
+    qnn_tensor ecos[2], esin[2], ensin[2]; /* ensin: -sin */
+    uint32_t eheads[2];
+    int n_exp;
 } rope_tab;
 
 typedef struct {
@@ -560,6 +565,32 @@ static rope_tab *rope_tables(lower *L, const kiln_node *n) {
     return r;
 }
 
+/* r's tables at [T, nh, half]: table + zeros of that shape (one broadcast
+ * per graph and head count instead of four per rope). */
+static int rope_expanded(lower *L, rope_tab *r, uint32_t T, uint32_t nh, uint32_t half,
+                         qnn_tensor *c, qnn_tensor *s, qnn_tensor *ns) {
+    for (int i = 0; i < r->n_exp; i++)
+        if (r->eheads[i] == nh) {
+            *c = r->ecos[i], *s = r->esin[i], *ns = r->ensin[i];
+            return 1;
+        }
+    if (r->n_exp == 2) return 0;
+    uint32_t dh[3] = {T, nh, half}, dc[3] = {T, 1, half};
+    uint16_t *z = L->graph ? kiln_calloc((size_t)T * nh * half, sizeof(uint16_t)) : NULL;
+    if (L->graph && !z) {
+        L->st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+        return 0;
+    }
+    qnn_tensor zero = stat(L, NULL, QNN_FLOAT16, 3, dh, z);
+    int i = r->n_exp++;
+    r->eheads[i] = nh;
+    r->ecos[i] = op2(L, "ElementWiseAdd", reshape(L, r->cos, 3, dc), zero, 3, dh);
+    r->esin[i] = op2(L, "ElementWiseAdd", reshape(L, r->sin, 3, dc), zero, 3, dh);
+    r->ensin[i] = op2(L, "ElementWiseSubtract", zero, r->esin[i], 3, dh);
+    *c = r->ecos[i], *s = r->esin[i], *ns = r->ensin[i];
+    return 1;
+}
+
 static void lower_rope(lower *L, const kiln_node *n) {
     const kiln_value *xv = &L->g->values[n->in[0]];
     uint32_t T = (uint32_t)xv->ne[0], W = (uint32_t)xv->ne[1];
@@ -573,14 +604,24 @@ static void lower_rope(lower *L, const kiln_node *n) {
     x = reshape(L, x, 3, d3);
     qnn_tensor xr = nrot < hd ? slice_last(L, x, 0, nrot) : x;
     /* The pairs: neox (j, j + half) on [T, nh, nrot]; else (2j, 2j + 1), the
-     * rows seen as [T, nh, half, 2]. a = x1 cos - x2 sin, b = x2 cos + x1 sin. */
+     * rows seen as [T, nh, half, 2]. a = x1 cos - x2 sin, b = x2 cos + x1 sin,
+     * with the tables at the heads' shape and a as x1 cos + x2 (-sin): on
+     * the emulated HTP a multiply by a table broadcast over the heads, and a
+     * subtract, each cost more than the layer's matmuls (bench/RESULTS.md);
+     * broadcast tables only past two head counts in a graph. */
     uint32_t R = neox ? 3 : 4, lo = neox ? half : 1, hi = neox ? nrot : 2;
     uint32_t dh[4] = {T, nh, half, 1}, dc[4] = {T, 1, half, 1}, d4[4] = {T, nh, half, 2};
     qnn_tensor xs = neox ? xr : reshape(L, xr, 4, d4);
-    qnn_tensor c = reshape(L, r->cos, R, dc), s = reshape(L, r->sin, R, dc);
-    qnn_tensor x1 = slice_last(L, xs, 0, lo), x2 = slice_last(L, xs, lo, hi);
-    qnn_tensor a = op2(L, "ElementWiseSubtract", op2(L, "ElementWiseMultiply", x1, c, R, dh),
-                       op2(L, "ElementWiseMultiply", x2, s, R, dh), R, dh);
+    qnn_tensor c, s, ns, x1 = slice_last(L, xs, 0, lo), x2 = slice_last(L, xs, lo, hi), a;
+    if (rope_expanded(L, r, T, nh, half, &c, &s, &ns)) {
+        if (!neox) c = reshape(L, c, 4, dh), s = reshape(L, s, 4, dh), ns = reshape(L, ns, 4, dh);
+        a = op2(L, "ElementWiseAdd", op2(L, "ElementWiseMultiply", x1, c, R, dh),
+                op2(L, "ElementWiseMultiply", x2, ns, R, dh), R, dh);
+    } else {
+        c = reshape(L, r->cos, R, dc), s = reshape(L, r->sin, R, dc);
+        a = op2(L, "ElementWiseSubtract", op2(L, "ElementWiseMultiply", x1, c, R, dh),
+                op2(L, "ElementWiseMultiply", x2, s, R, dh), R, dh);
+    }
     qnn_tensor b = op2(L, "ElementWiseAdd", op2(L, "ElementWiseMultiply", x2, c, R, dh),
                        op2(L, "ElementWiseMultiply", x1, s, R, dh), R, dh);
     qnn_tensor rot = concat(L, a, b, R - 1);
