@@ -76,16 +76,17 @@ static double max_diff(const float *a, const float *b, int n) {
     return d;
 }
 
-/* One call's logits, copied out of the session: rows x vocab. */
+/* Where a prefill's rows of logits go: row `first` of the chunk at
+ * rows + first * vocab. */
 typedef struct {
     float *rows;
-    int n;
-} out_rows;
+    int vocab;
+} rows_into;
 
 static int keep_rows(void *user, int first, int len, const float *logits) {
-    out_rows *o = user;
-    (void)first;
-    memcpy(o->rows, logits, sizeof(float) * (size_t)len * (size_t)o->n);
+    rows_into *o = user;
+    memcpy(o->rows + (size_t)first * (size_t)o->vocab, logits,
+           sizeof(float) * (size_t)len * (size_t)o->vocab);
     return 0;
 }
 
@@ -99,24 +100,12 @@ static kiln_status call(kiln_session *s, const kiln_llm *llm, int decode, const 
     if (decode)
         st = kiln_llm_decode(s, llm, ids[0], pos, &l);
     else if (all) {
-        out_rows o = {dst, vocab};
+        rows_into o = {dst, vocab};
         return kiln_llm_prefill_rows(s, llm, ids, len, pos, len, keep_rows, &o);
     } else
         st = kiln_llm_prefill(s, llm, ids, len, pos, len, &l);
     if (!st) memcpy(dst, l, sizeof(float) * (size_t)vocab);
     return st;
-}
-
-typedef struct {
-    float *want;
-    int vocab;
-} fresh_rows;
-
-static int keep_fresh(void *user, int first, int len, const float *logits) {
-    fresh_rows *f = user;
-    memcpy(f->want + (size_t)first * (size_t)f->vocab, logits,
-           sizeof(float) * (size_t)len * (size_t)f->vocab);
-    return 0;
 }
 
 #define WFAIL(...)                                                                                 \
@@ -151,9 +140,9 @@ static void walk(walker *w) {
         if ((op == 3 || op == 4) && n + len > w->history) op = 1;
         int check = it == w->calls || op <= 1 || (n && next(&rs) % 4 == 0);
         if (check && n) { /* the history from scratch, against the last call */
-            fresh_rows f = {want, V};
+            rows_into f = {want, V};
             kiln_status st = kiln_session_reset(chk);
-            if (!st) st = kiln_llm_prefill_rows(chk, w->llm, hist, n, 0, 0, keep_fresh, &f);
+            if (!st) st = kiln_llm_prefill_rows(chk, w->llm, hist, n, 0, 0, keep_rows, &f);
             if (st) WFAIL("fresh prefill of %d tokens: %s", n, kiln_last_error());
             const float *a = twin, *b = want + (size_t)(n - last_rows) * (size_t)V;
             double c = cosine(a, b, last_rows * V), d = max_diff(a, b, last_rows * V),

@@ -89,8 +89,10 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
      * weight's dtype. */
     const char *backends = o->backends ? o->backends : kiln_backend_default();
     if ((st = kiln_module_verify(&m, 0)) || (st = kiln_module_partition(&m, backends))) goto done;
-    if ((st = stop_asked(o, "quantize")) || (st = kiln_module_quantize(&m, o))) goto done;
-    if (o->quant && strcmp(o->quant, "keep") &&
+    int converted = 0;
+    if ((st = stop_asked(o, "quantize")) || (st = kiln_module_quantize(&m, o, &converted)))
+        goto done;
+    if (converted &&
         ((st = kiln_module_verify(&m, 0)) || (st = kiln_module_partition(&m, backends))))
         goto done;
     if ((st = stop_asked(o, "prepare")) || (st = kiln_module_prepare(&m, o))) goto done;

@@ -23,10 +23,12 @@ kiln_status kiln_module_prune_consts(kiln_module *m);
  * through f32 rows, owning the new data, and updates the dtype of the
  * graphs' values that refer to it; a weight that only nodes partitioned to
  * a delegate (a backend without exec) read is left as imported. Logs a
- * summary, and each weight kept as it was. Errors: KILN_ERR_INVALID_ARG for an unknown format, or
- * for a weight whose rows are not whole blocks of it unless quant_fallback (then kept and logged);
- * KILN_ERR_NOMEM; a conversion's own error, wrapped with the tensor's name. */
-kiln_status kiln_module_quantize(kiln_module *m, const kiln_compile_options *o);
+ * summary, and each weight kept as it was; *converted: how many it
+ * converted. Errors: KILN_ERR_INVALID_ARG for an unknown format, or for a
+ * weight whose rows are not whole blocks of it unless quant_fallback (then
+ * kept and logged); KILN_ERR_NOMEM; a conversion's own error, wrapped with
+ * the tensor's name. */
+kiln_status kiln_module_quantize(kiln_module *m, const kiln_compile_options *o, int *converted);
 
 /* partition.c. Reads `spec` ("a:opts,b", at most 8 backends, in order of
  * preference) and each backend's supports(). Lets each backend's configure()

@@ -17,7 +17,9 @@ static int on_delegate(const kiln_module *m, const kiln_node *n) {
     return b && !b->exec;
 }
 
-kiln_status kiln_module_quantize(kiln_module *m, const kiln_compile_options *o) {
+kiln_status kiln_module_quantize(kiln_module *m, const kiln_compile_options *o,
+                                 int *converted_out) {
+    *converted_out = 0;
     if (!o->quant || !strcmp(o->quant, "keep")) return KILN_OK;
     static const struct {
         const char *name;
@@ -108,6 +110,7 @@ kiln_status kiln_module_quantize(kiln_module *m, const kiln_compile_options *o) 
     }
     kiln_free(row);
     kiln_free(is_weight);
+    *converted_out = converted;
     if (!st && o->log) {
         snprintf(
             line, sizeof line,

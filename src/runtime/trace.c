@@ -150,11 +150,12 @@ static uint64_t count_u64(double v) {
     return (uint64_t)(v + 0.5);
 }
 
-void kiln_trace_node(kiln_trace *t, const kiln_program *p, int method, int part, int index,
-                     const kiln_node *n, const kiln_tensor *const *in, const kiln_tensor *out,
-                     uint64_t t0, uint64_t t1) {
+/* A node's record (NULL when out of memory: dropped). */
+static trace_ev *record_node(kiln_trace *t, const kiln_program *p, int method, int part, int index,
+                             const kiln_node *n, const kiln_tensor *const *in,
+                             const kiln_tensor *out, uint64_t t0, uint64_t t1) {
     trace_ev *e = push(t);
-    if (!e) return;
+    if (!e) return NULL;
     const kiln_op_info *info = kiln_op_get(n->op);
     const kiln_backend *b = p->backends[n->backend];
     memset(e, 0, sizeof *e);
@@ -170,6 +171,13 @@ void kiln_trace_node(kiln_trace *t, const kiln_program *p, int method, int part,
     e->flops = count_u64(info->flops ? info->flops(n, in, out) : 0);
     e->bytes = count_u64(kiln_op_bytes(n, in, out));
     e->unit = b->unit ? b->unit(p->backend_ctx[n->backend], n, in) : b->name;
+    return e;
+}
+
+void kiln_trace_node(kiln_trace *t, const kiln_program *p, int method, int part, int index,
+                     const kiln_node *n, const kiln_tensor *const *in, const kiln_tensor *out,
+                     uint64_t t0, uint64_t t1) {
+    record_node(t, p, method, part, index, n, in, out, t0, t1);
 }
 
 static void take_op(void *user, int node, const char *name, const char *type, uint64_t cycles) {
@@ -236,8 +244,8 @@ static void delegate_events(kiln_trace *t, const kiln_program *p, int method, in
             const kiln_tensor *in[KILN_MAX_INPUTS];
             for (int k = 0; k < n->n_in; k++)
                 in[k] = &vals[n->in[k]];
-            kiln_trace_node(t, p, method, part, node, n, in, &vals[n->out], node_t0, at);
-            if (t->tail && t->tail->n) t->tail->ev[t->tail->n - 1].estimated = 1;
+            trace_ev *e = record_node(t, p, method, part, node, n, in, &vals[n->out], node_t0, at);
+            if (e) e->estimated = 1;
         }
         i = j;
     }

@@ -556,7 +556,7 @@ static kiln_status qnn_execute(void *ctx, const kiln_graph *g, const kiln_partit
                                kiln_tensor *vals, void *scratch, uint64_t scratch_bytes,
                                kiln_exec_report *rep) {
     (void)scratch, (void)scratch_bytes;
-    uint64_t t_begin = now_ns(), t_exec = 0, t_done = 0;
+    uint64_t t_begin = now_ns();
     qnn_ctx *c = ctx;
     int method = (int)(g - c->m->methods), part = (int)(p - g->parts);
     const qnn_graph_info *gi = c->ctx ? find_graph(c, method, part) : NULL;
@@ -652,10 +652,9 @@ static kiln_status qnn_execute(void *ctx, const kiln_graph *g, const kiln_partit
     if (rep->profile && c->rt.lib->fn->profile_create(c->rt.be, QNN_PROFILE_DETAILED, &pf))
         pf = NULL;
     qnn_clear_log();
-    t_exec = now_ns();
-    uint64_t prof_ns = t_exec - t_prof;
+    uint64_t t_exec = now_ns(), prof_ns = t_exec - t_prof;
     qnn_err e = c->rt.lib->fn->graph_execute(gi->graph, in, n_in, out, n_out, pf, NULL);
-    t_done = now_ns();
+    uint64_t t_done = now_ns();
     if (pf) {
         if (!e) {
             rep->exec_t0 = t_exec;
