@@ -145,7 +145,8 @@ for p in parts:  # the ops' cycles are the accelerator's
 EOF
   then ok trace_qnn_ops; else bad trace_qnn_ops; fi
   out=$("$KILN" inspect "$WORK/t.jsonl" --by op 2>&1)
-  if grep -qE '^ +Softmax +delegate op' <<<"$out" && grep -q '^delegate qnn: .*its own execute' <<<"$out"; then
+  if grep -qE '^ +Softmax +delegate op' <<<"$out" && grep -q '^delegate qnn: .*its own execute' <<<"$out" &&
+     grep -qE '^delegate qnn: .*memory \(VTCM\) acquire [0-9.]+ ms, power-on [0-9.]+ ms' <<<"$out"; then
     ok inspect_qnn_ops
   else bad inspect_qnn_ops "$(grep -m3 'delegate' <<<"$out")"; fi
   sed 's/"host_ns":[0-9]*/"host_ns":999999999999/' "$WORK/t.jsonl" >"$WORK/bad.jsonl"

@@ -323,8 +323,8 @@ static void print_fallback(const insp_report *rp) {
  * report host time or their own), per delegate. */
 static void print_delegates(const insp_trace *t, double all_ms) {
     for (int b = 0; b < t->n_backends; b++) {
-        uint64_t part = 0, host = 0, own = 0, cycles = 0;
-        int64_t n = 0;
+        uint64_t part = 0, host = 0, own = 0, cycles = 0, vtcm = 0, power = 0;
+        int64_t n = 0, threads = 0;
         for (int64_t k = 0; k < t->n_parts; k++) {
             const insp_part *p = &t->parts[k];
             if (p->backend != b || (!p->host_ns && !p->delegate_ns)) continue;
@@ -333,6 +333,9 @@ static void print_delegates(const insp_trace *t, double all_ms) {
             host += p->host_ns;
             own += p->delegate_ns;
             cycles += p->cycles;
+            vtcm += p->vtcm_ns;
+            power += p->power_ns;
+            if (p->hw_threads > threads) threads = p->hw_threads;
         }
         if (!n) continue;
         double ms = insp_ms(part);
@@ -344,6 +347,12 @@ static void print_delegates(const insp_trace *t, double all_ms) {
             printf(", its own execute %.1f%% (%llu accelerator cycles; op times apportioned "
                    "by cycles)",
                    100.0 * (double)own / (double)part, (unsigned long long)cycles);
+        /* what the accelerator says of its memory and units (QNN HTP: the
+         * VTCM acquire, HVX/HMX power-on, HVX threads) */
+        if (vtcm || power)
+            printf("; memory (VTCM) acquire %.3f ms, power-on %.3f ms", insp_ms(vtcm),
+                   insp_ms(power));
+        if (threads) printf("; up to %lld hardware threads", (long long)threads);
         printf("\n");
     }
 }
