@@ -6,7 +6,10 @@
 # ref (said, marked fallback by `kiln info`, the rest stays on its backend)
 # and the program runs, giving ref's tokens; --check-threshold moves the bar;
 # a clean cpu compile passes with one line per partition and a speed ratio;
-# bad --check values and thresholds are usage errors.
+# a delegate's partitions (testd) are checked by what leaves them: a clean
+# one passes, a perturbed one fails naming the output that left it and moves
+# whole to ref with --check=fallback; bad --check values and thresholds are
+# usage errors.
 set -u
 KILN=$1
 WORK=$(mktemp -d)
@@ -80,6 +83,29 @@ r1=$(info_row "$P2" decode blk.0.ffn_up) r2=$(info_row "$P2" decode blk.1.attn_q
 if [ "$r1" = "ref yes" ] && [ "$r2" = "test no" ]; then ok fallback_rest_stays
 else bad fallback_rest_stays "blk.0.ffn_up: '$r1', blk.1.attn_q: '$r2'"; fi
 expect fallback_one_generates 0 "" -- "$KILN" generate -m "$P2" --prompt-ids "1 5" -n 4 --temp 0 --no-stats
+
+# ---- a delegate: what leaves its partitions --------------------------------------------
+
+out=$(compile -o "$WORK/d.kiln" --backend testd:refuse=swiglu,cpu --check 2>&1)
+rc=$?
+n=$(grep -cE '^kiln compile: check: (prefill|decode) #[0-9]+ testd, nodes [0-9.]+ \([0-9]+\): what leaves it \(error carried in included\): worst [^ ]+ cos 1\.0+ rel [-+0-9.e]+; testd [0-9.]+ ms, ref [0-9.]+ ms, speed x[0-9.]+: ok \(passes at cos >= 0\.99\)$' <<<"$out")
+if [ $rc = 0 ] && [ "$n" -ge 4 ] && ! grep -q FAILED <<<"$out"; then ok "delegate_checked ($n partitions)"
+else bad delegate_checked "exit $rc, $n lines: $(grep -E 'check:|error' <<<"$out" | head -3)"; fi
+out=$(compile -o "$WORK/dp.kiln" --backend testd:perturb=blk.0.attn_norm,cpu --check 2>&1)
+rc=$?
+if [ $rc = 1 ] && grep -q "error: check: method 'prefill' partition #0 (testd, nodes 0..36): node 'blk.0.kv_store_k', leaving the delegate's partition, has cosine 0\.[0-9]* against ref, below 0.99" <<<"$out" &&
+   [ ! -e "$WORK/dp.kiln" ]; then ok delegate_perturbed_fails
+else bad delegate_perturbed_fails "exit $rc: $(tail -2 <<<"$out")"; fi
+out=$(compile -o "$WORK/dp.kiln" --backend testd:perturb=blk.0.attn_norm,cpu --check=fallback 2>&1)
+rc=$?
+row=$(info_row "$WORK/dp.kiln" decode blk.0.attn_q)
+if [ $rc = 0 ] && grep -q '^kiln compile: check: moved decode #0 (testd, nodes 0..36) to ref' <<<"$out" && [ "$row" = "ref yes" ]; then
+  ok delegate_fallback_moves_partition
+else bad delegate_fallback_moves_partition "exit $rc, blk.0.attn_q '$row': $(grep -E 'moved|error' <<<"$out" | head -2)"; fi
+a=$(gen "$WORK/dp.kiln") b=$(gen "$R")
+if [ -n "$a" ] && [ "$a" = "$b" ]; then ok delegate_fallback_runs_as_ref; else bad delegate_fallback_runs_as_ref "'$a' vs ref '$b'"; fi
+expect testd_unknown_option 1 "backend 'testd': unknown option 'x=1' (refuse, perturb)" -- \
+  compile -o "$WORK/u.kiln" --backend testd:x=1
 
 # ---- a clean cpu compile passes --------------------------------------------------------
 

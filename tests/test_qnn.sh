@@ -6,13 +6,15 @@
 #   quick, with the real library: stories260K compiled with --backend
 #   qnn,cpu --prefill 16 runs every node on QNN; greedy ids equal ref's up
 #   to the first step where ref's top-2 margin is under 0.05 (the 4 prompts
-#   of expected.json); one prompt's text as llama2.c prints it; mixed
-#   qnn/cpu partitions; 100 iterations of the language-model loop against a
+#   of expected.json); one prompt's text as llama2.c prints it; int8
+#   weights (qnn:quant=w8: greedy, smaller, --check); mixed qnn/cpu
+#   partitions passing --check; 100 iterations of the language-model loop against a
 #   fresh session; random interleavings in 2 sessions on 2 threads
 #   (qnn_interleave, found beside QNN_GREEDY); damaged blobs and an
 #   out-of-range position.
 #   smollm2 (slow label): SmolLM2-135M-Instruct on QNN against ref, the main
-#   job's question, perplexity against the cpu program.
+#   job's question, perplexity against the cpu program; with int8 weights,
+#   --check.
 # The library: $KILN_QNN_LIB, else the cache scripts/fetch-qnn.sh fills. Without
 # it the real checks skip, except under CI, where they fail; KILN_QNN_SKIP=1
 # (scripts/test.sh when the fetch failed outside CI) skips them.
@@ -96,6 +98,24 @@ if [ "$MODE" = quick ]; then
   a=$("$KILN" info "$P" | awk '/^size:/ {print $7}') b=$("$KILN" info "$W" | awk '/^size:/ {print $7}')
   if [ -n "$a" ] && [ -n "$b" ] && [ "$b" -lt "$a" ]; then ok "sharing_smaller ($b against $a bytes of blob)"
   else bad sharing_smaller "'$b' against '$a'"; fi
+  # weight-only quantization: int8 matmul weights per output channel, fp16
+  # activations: greedy with ref's logits at cosine 0.99, a blob under 3/4
+  # of fp16's; int4 is not offered (per-channel int4 left SmolLM2 at cosine
+  # 0.4 against ref, and this HTP refuses the packed and block encodings)
+  # (--check: what leaves each graph within w8's bar of ref)
+  out=$("$KILN" compile "$S/stories260K.bin" --tokenizer "$S/tok512.bin" --backend qnn:quant=w8,cpu --prefill 16 \
+    --check -o "$WORK/w8.kiln" 2>&1)
+  if [ $? = 0 ] && grep -q "36 matmul weights quantized (matmul weights int8 per output channel" <<<"$out" &&
+     [ "$(grep -c 'qnn, nodes 0\.\.87 (88): what leaves it.*: ok (passes at cos >= 0.99)$' <<<"$out")" = 2 ]; then
+    ok "quant_w8_compile ($(grep -m1 -o 'worst [^;]*' <<<"$out"))"
+  else bad quant_w8_compile "$(grep -E 'check:|error' <<<"$out" | tail -3)"; fi
+  expect quant_w8_info 0 "quant=w8, quant_weights=matmul weights int8 per output channel" -- "$KILN" info "$WORK/w8.kiln"
+  greedy quant_w8_greedy "$WORK/w8.kiln" "Once upon a time" 30 --cosine 0.99
+  a=$("$KILN" info "$P" | awk '/^size:/ {print $7}') b=$("$KILN" info "$WORK/w8.kiln" | awk '/^size:/ {print $7}')
+  if [ -n "$a" ] && [ -n "$b" ] && [ "$b" -lt $((a * 3 / 4)) ]; then ok "quant_w8_smaller (blob $b against fp16's $a bytes)"
+  else bad quant_w8_smaller "'$b' against '$a'"; fi
+  expect quant_unknown 1 "backend 'qnn': unknown quant 'w4' (w8: int8 weights" -- "$KILN" compile "$S/stories260K.bin" \
+    --tokenizer "$S/tok512.bin" --backend qnn:quant=w4,cpu -o "$WORK/w4.kiln"
   # llama2.c's greedy text, or ref's ids up to a near tie
   python3 - "$S/expected.json" >"$WORK/cases" <<'EOF'
 import json, sys
@@ -162,8 +182,13 @@ EOF
 
   # mixed partitions: qnn / cpu / qnn in every layer
   M=$WORK/mixed.kiln
-  expect mixed_compile 0 "12 graphs in one context" -- "$KILN" compile "$S/stories260K.bin" --tokenizer "$S/tok512.bin" \
-    --backend qnn:refuse=swiglu,cpu --prefill 16 -o "$M"
+  # (--check: each fp16 graph's outputs within fp16's bar of ref, carried error included)
+  out=$("$KILN" compile "$S/stories260K.bin" --tokenizer "$S/tok512.bin" --backend qnn:refuse=swiglu,cpu --prefill 16 \
+    --check -o "$M" 2>&1)
+  rc=$? n=$(grep -c ' qnn, nodes .*: what leaves it .*: ok (passes at cos >= 0.999)$' <<<"$out")
+  if [ $rc = 0 ] && grep -q "12 graphs in one context" <<<"$out" && [ "$n" = 12 ] && ! grep -q FAILED <<<"$out"; then
+    ok "mixed_compile_checked ($n graphs)"
+  else bad mixed_compile_checked "$n checked: $(grep -E 'check:|error' <<<"$out" | tail -3)"; fi
   if "$KILN" info "$M" | grep -qE '^ +1 +cpu +15\.\.15 '; then ok mixed_partitions; else bad mixed_partitions; fi
   greedy mixed_greedy "$M" "Once upon a time" 32
   # the cache written outside the graph that reads it (kv_store on cpu)
@@ -292,4 +317,11 @@ pc=$("$KILN" perplexity -m "$WORK/cpu.kiln" -f "$WORK/text.txt" --ctx 128 --limi
 if [ -n "$pq" ] && [ -n "$pc" ] && awk -v a="$pq" -v b="$pc" 'BEGIN {d = a / b - 1; if (d < 0) d = -d; exit !(d < 0.02)}'; then
   ok "smollm2_perplexity (qnn $pq, cpu $pc)"
 else bad smollm2_perplexity "qnn '$pq', cpu '$pc'"; fi
+# int8 weights (qnn:quant=w8): --check passes at w8's bar (perplexity is
+# not run here: the emulator takes twice fp16's time on int8 weights; +0.6%
+# against fp16's when measured, README)
+out=$("$KILN" compile "$GGUF" --backend qnn:quant=w8,cpu --prefill 32 --max-seq 512 --check -o "$WORK/smol_w8.kiln" 2>&1)
+if [ $? = 0 ] && [ "$(grep -c 'what leaves it .*: ok (passes at cos >= 0.99)$' <<<"$out")" = 2 ]; then
+  ok "smollm2_w8_checked ($(grep -o 'binary [0-9.]* MB' <<<"$out"); $(grep -m1 -o 'worst [^;]*' <<<"$out"))"
+else bad smollm2_w8_checked "$(grep -E 'check:|error' <<<"$out" | tail -3)"; fi
 finish

@@ -85,6 +85,11 @@ typedef struct kiln_backend {
     kiln_status (*execute)(void *ctx, const kiln_graph *g, const kiln_partition *p,
                            kiln_tensor *vals, void *scratch, uint64_t scratch_bytes,
                            kiln_exec_report *rep);
+    /* Compile time (may be NULL: the check's threshold): the cosine against
+     * ref that what leaves one of this delegate's partitions must reach in
+     * `kiln compile --check`, for the precision the module's options give
+     * it. A --check-threshold the user gives wins. */
+    double (*check_cos)(const kiln_module *m);
 } kiln_backend;
 
 const kiln_backend *kiln_backend_find(const char *name);
@@ -105,6 +110,9 @@ kiln_status kiln_ref_exec(void *ctx, const kiln_node *n, const kiln_tensor *cons
 kiln_status kiln_test_refuse_set(kiln_module *m, const char *backend, const char *key,
                                  const char *ops);
 int kiln_test_refuses(const kiln_module *m, const char *key, const kiln_node *n);
+/* The perturb= option both test backends take: when node n is the one
+ * named (NULL: none), its f32 output is made visibly wrong in place. */
+void kiln_test_perturb(const char *name, const kiln_node *n, kiln_tensor *out);
 
 /* The cpu backend's prepare (cpu/pack.c). */
 kiln_status kiln_cpu_prepare(kiln_module *m, int b, const kiln_prepare_options *o);

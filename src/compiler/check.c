@@ -16,8 +16,15 @@
  * computes wrongly. A partition's error is its worst node's (lowest cosine)
  * over all the sample calls. Partitions already on ref are not checked.
  *
+ * A delegate's nodes do not run alone: its partition is checked by what
+ * leaves it, the outputs of the program as compiled (run in lockstep with
+ * ref, each with its own history) against ref's, error carried in
+ * included, at the cosine the delegate asks for its precision
+ * (kiln_backend.check_cos: QNN's fp16 graphs closer than its int8 ones).
+ *
  * Speed: every node is timed through the node observer (from the end of its
- * phase-0 call to its phase-1 call; the own-error runs are outside it). The
+ * phase-0 call to its phase-1 call; the own-error runs are outside it); a
+ * delegate's partition, from the event before it to its first output. The
  * program as compiled runs the sample calls once to warm up, then up to
  * CHECK_REPS times (fewer past CHECK_BUDGET_MS); the median per call is
  * reported. Ref runs them once, in the accuracy pass. */
@@ -38,8 +45,9 @@
 typedef struct {
     int method, first, last; /* nodes first..last of the method */
     int backend;             /* index into the module's backend list */
-    int checked;             /* not on ref, not a delegate's */
-    int delegate;            /* on a backend that runs whole partitions */
+    int checked;             /* not on ref */
+    int delegate;            /* on a backend that runs whole partitions: what leaves it */
+    double need;             /* the cosine it must reach */
     int worst;               /* the node with the lowest cosine, -1 = none compared */
     double cos, rel;         /* the worst node's own error */
     double acc;              /* this run's time, ms */
@@ -56,10 +64,12 @@ typedef struct {
     int *part_of;           /* per node of every method: its partition */
     part *parts;
     int n_parts;
-    double *be_ms;   /* n_parts x CHECK_REPS */
-    int pre;         /* the prefill method */
-    int calls[2];    /* this run's calls of prefill and decode */
-    int done, total; /* progress */
+    double *be_ms;         /* n_parts x CHECK_REPS */
+    int pre;               /* the prefill method */
+    int calls[2];          /* this run's calls of prefill and decode */
+    kiln_debug_side timed; /* the side whose node times count */
+    double last_ms;        /* the timed side's last event */
+    int done, total;       /* progress */
 } checker;
 
 /* ---- the sample calls --------------------------------------------------------------------- */
@@ -72,14 +82,19 @@ static part *part_at(checker *c, int method, int node) {
 static kiln_status on_node(void *user, const kiln_debug_node *e) {
     checker *c = user;
     part *pt = part_at(c, e->method, e->index);
-    pt->acc += e->ms;
-    if (e->side != KILN_DEBUG_REFERENCE || pt->delegate) return KILN_OK;
-    if (e->own_status)
+    if (e->side == c->timed) {
+        double now = kiln_now_ms();
+        pt->acc += pt->delegate && e->side == KILN_DEBUG_BACKEND ? now - c->last_ms : e->ms;
+        c->last_ms = now;
+    }
+    if (e->side != KILN_DEBUG_REFERENCE || !pt->checked) return KILN_OK;
+    const kiln_debug_cmp *q = pt->delegate ? &e->carried : &e->own;
+    if (!pt->delegate && e->own_status)
         return kiln_error(e->own_status, "node '%s' alone on its backend: %s", e->node->name,
                           e->own_error);
-    if (!e->own.valid) return KILN_OK;
+    if (!q->valid) return KILN_OK;
     /* NaN when the shapes differ or a value is not finite (which fails any threshold) */
-    double cos = e->own.mismatch ? NAN : e->own.v.cos, rel = e->own.mismatch ? NAN : e->own.v.rel;
+    double cos = q->mismatch ? NAN : q->v.cos, rel = q->mismatch ? NAN : q->v.rel;
     /* the lowest cosine; among equal ones the largest relative error */
     if (pt->worst < 0 ||
         (!isnan(pt->cos) && (isnan(cos) || cos < pt->cos || (cos == pt->cos && rel > pt->rel)))) {
@@ -93,7 +108,8 @@ static kiln_status on_node(void *user, const kiln_debug_node *e) {
 static kiln_status on_call(void *user, kiln_debug_side side, int method) {
     checker *c = user;
     const kiln_compile_options *o = c->o;
-    c->calls[method == c->pre ? 0 : 1]++;
+    if (side == c->timed) c->calls[method == c->pre ? 0 : 1]++;
+    c->last_ms = kiln_now_ms();
     c->done++;
     if (o->progress &&
         o->progress(o->progress_user, "check", (uint64_t)c->done, (uint64_t)c->total))
@@ -101,10 +117,13 @@ static kiln_status on_call(void *user, kiln_debug_side side, int method) {
     return KILN_OK;
 }
 
-/* The sample calls on one side, from an empty cache: on ref with each
- * checked node's own error, on the program as compiled timed only. */
+/* The sample calls, from an empty cache: on ref (timed) with each checked
+ * node's own error, and the program as compiled beside it when a delegate
+ * is checked; or on the program as compiled, timed, alone. */
 static kiln_status run_calls(checker *c, unsigned run) {
     kiln_debug_hooks h = {run, on_node, on_call, c};
+    c->timed = run & KILN_DEBUG_RUN_REFERENCE ? KILN_DEBUG_REFERENCE : KILN_DEBUG_BACKEND;
+    c->last_ms = kiln_now_ms();
     c->calls[0] = c->calls[1] = 0;
     for (int k = 0; k < c->n_parts; k++)
         c->parts[k].acc = 0;
@@ -119,8 +138,9 @@ static double per_call(const checker *c, const part *p) {
 
 /* ---- partitions --------------------------------------------------------------------------- */
 
-static kiln_status find_parts(checker *c) {
+static kiln_status find_parts(checker *c, double threshold, int *n_delegate) {
     const kiln_module *m = c->mod;
+    *n_delegate = 0;
     int n_nodes = 0, ref = -1;
     for (int b = 0; b < m->n_backends; b++)
         if (!strcmp(m->backends[b], "ref")) ref = b;
@@ -142,10 +162,13 @@ static kiln_status find_parts(checker *c) {
             p->first = gp->first;
             p->last = gp->first + gp->n_nodes - 1;
             p->backend = gp->backend;
-            /* a delegate's nodes cannot run alone (no exec): not checked */
+            /* a delegate's nodes cannot run alone (no exec): what leaves it */
             const kiln_backend *be = kiln_backend_find(m->backends[gp->backend]);
             p->delegate = be && !be->exec;
-            p->checked = p->backend != ref && !p->delegate;
+            p->checked = p->backend != ref;
+            p->need = threshold;
+            if (p->delegate && !c->o->check_threshold && be->check_cos) p->need = be->check_cos(m);
+            *n_delegate += p->delegate;
             p->worst = -1;
             p->cos = p->rel = NAN;
             for (int i = p->first; i <= p->last; i++)
@@ -178,14 +201,6 @@ static void report(const checker *c, const part *p, int reps, int fallback) {
     snprintf(head, sizeof head, "check: %s #%d %s, nodes %d..%d (%d)", g->name,
              (int)(p - c->parts) - c->part_of[c->node_base[p->method]], m->backends[p->backend],
              p->first, p->last, p->last - p->first + 1);
-    if (p->delegate) {
-        snprintf(line, sizeof line,
-                 "%s: a delegate's partition, not checked (its nodes do not run alone; `kiln "
-                 "debug` compares what leaves it)",
-                 head);
-        log_line(c->o, line);
-        return;
-    }
     if (!p->checked) {
         snprintf(line, sizeof line, "%s: ref, not checked (%.3f ms)", head, p->ref_ms);
         log_line(c->o, line);
@@ -199,15 +214,21 @@ static void report(const checker *c, const part *p, int reps, int fallback) {
     if (p->worst < 0)
         snprintf(err, sizeof err, "no output compared");
     else
-        snprintf(err, sizeof err, "worst %s cos %.6f rel %.2e", g->nodes[p->worst].name, p->cos,
-                 p->rel);
+        snprintf(err, sizeof err, "%sworst %s cos %.6f rel %.2e",
+                 p->delegate ? "what leaves it (error carried in included): " : "",
+                 g->nodes[p->worst].name, p->cos, p->rel);
+    char need[48] = "";
+    if (p->delegate) snprintf(need, sizeof need, " (passes at cos >= %g)", p->need);
     char ratio[32] = "n/a";
-    if (be_ms > 0) snprintf(ratio, sizeof ratio, "x%.2f", p->ref_ms / be_ms);
-    snprintf(line, sizeof line, "%s: %s; %s %.3f ms, ref %.3f ms, speed %s: %s", head, err,
+    if (be_ms > 0) /* an emulated delegate may be thousands of times slower than ref */
+        snprintf(ratio, sizeof ratio, p->ref_ms / be_ms < 0.1 ? "x%.2g" : "x%.2f",
+                 p->ref_ms / be_ms);
+    snprintf(line, sizeof line, "%s: %s; %s %.3f ms, ref %.3f ms, speed %s: %s%s", head, err,
              m->backends[p->backend], be_ms, p->ref_ms, ratio,
              !p->failed ? "ok"
              : fallback ? "FAILED, moved to ref"
-                        : "FAILED");
+                        : "FAILED",
+             need);
     log_line(c->o, line);
 }
 
@@ -228,20 +249,23 @@ static kiln_status run_check(checker *c, const char *path, kiln_module *m, int *
             return kiln_error(KILN_ERR_FORMAT, "check: the program read back has other nodes");
     int n_pre, n_dec;
     if ((st = kiln_debugger_samples(c->dbg, &n_pre, &n_dec))) return kiln_error_wrap(st, "check");
-    if ((st = find_parts(c))) return st;
+    int n_delegate;
+    if ((st = find_parts(c, threshold, &n_delegate))) return st;
     c->pre = kiln_llm_prefill_method(kiln_debugger_llm(c->dbg));
     c->total = (1 + n_dec) * (2 + CHECK_REPS);
     char line[512];
     snprintf(line, sizeof line,
              "check: a prefill of %d random tokens at position 0, then %d decodes, on the "
              "program and on ref; a partition passes when each node's own output has cosine >= "
-             "%g against ref",
-             n_pre, n_dec, threshold);
+             "%g against ref%s",
+             n_pre, n_dec, threshold,
+             n_delegate ? ", a delegate's when what leaves it reaches the cosine shown" : "");
     log_line(o, line);
 
     /* ref: accuracy, and its times */
-    if ((st = run_calls(c, KILN_DEBUG_RUN_REFERENCE | KILN_DEBUG_OWN | KILN_DEBUG_OWN_OFF_REF)))
-        return kiln_error_wrap(st, "check");
+    unsigned acc = KILN_DEBUG_RUN_REFERENCE | KILN_DEBUG_OWN | KILN_DEBUG_OWN_OFF_REF;
+    if (n_delegate) acc |= KILN_DEBUG_RUN_BACKEND;
+    if ((st = run_calls(c, acc))) return kiln_error_wrap(st, "check");
     for (int k = 0; k < c->n_parts; k++)
         c->parts[k].ref_ms = per_call(c, &c->parts[k]);
     /* the program as compiled: a warm-up, then timed runs */
@@ -264,7 +288,7 @@ static kiln_status run_check(checker *c, const char *path, kiln_module *m, int *
     int n_bad = 0;
     for (int k = 0; k < c->n_parts; k++) {
         part *p = &c->parts[k];
-        p->failed = p->checked && p->worst >= 0 && !(p->cos >= threshold);
+        p->failed = p->checked && p->worst >= 0 && !(p->cos >= p->need);
         if (p->failed && !n_bad++) first_bad = p;
     }
     for (int k = 0; k < c->n_parts; k++)
@@ -278,12 +302,13 @@ static kiln_status run_check(checker *c, const char *path, kiln_module *m, int *
             snprintf(more, sizeof more, " (and %d more partition%s)", n_bad - 1,
                      n_bad > 2 ? "s" : "");
         return kiln_error(KILN_ERR_BACKEND,
-                          "check: method '%s' partition #%d (%s, nodes %d..%d): node '%s' has "
+                          "check: method '%s' partition #%d (%s, nodes %d..%d): node '%s'%s has "
                           "cosine %.6f against ref, below %g%s; --check=fallback moves failing "
                           "partitions to ref",
                           g->name, (int)(p - c->parts) - c->part_of[c->node_base[p->method]],
                           c->mod->backends[p->backend], p->first, p->last, g->nodes[p->worst].name,
-                          p->cos, threshold, more);
+                          p->delegate ? ", leaving the delegate's partition," : "", p->cos, p->need,
+                          more);
     }
     /* fallback: those nodes to ref in the module the program is written from */
     int ref;

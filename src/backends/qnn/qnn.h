@@ -91,12 +91,24 @@ void qnn_graph_info_free(qnn_graph_info *gi);
 
 /* ---- lowering (qnn_lower.c) ---------------------------------------------- */
 
+/* How a graph's matmul weights are stored (qnn:quant=): fp16, or int8 per
+ * output channel, symmetric, the activations staying fp16 (weight-only
+ * quantization). The value is stored in the program's metadata. */
+enum { QNN_QUANT_FP16 = 0, QNN_QUANT_W8 = 1 };
+int qnn_quant_from_name(const char *name); /* -1 when unknown */
+const char *qnn_quant_name(int mode);
+const char *qnn_quant_weights(int mode); /* what `kiln info` says of the weights */
+typedef struct qnn_quant_opts {
+    int mode;
+    int n_quantized; /* out, counted per graph */
+} qnn_quant_opts;
+
 /* Builds partition p of method g into a new QNN graph of ctx (already made
  * with rt), filling gi. Every op is validated first: a rejected one is an
  * error naming the node, the QNN op and the code. */
 kiln_status qnn_lower_partition(const qnn_rt *rt, qnn_handle ctx, const kiln_module *m,
                                 const kiln_graph *g, const kiln_partition *p, const char *name,
-                                qnn_graph_info *gi);
+                                qnn_quant_opts *q, qnn_graph_info *gi);
 /* Whether node n alone lowers to ops QNN validates; on no, why (the QNN op
  * and code) in why. */
 int qnn_validate_node(const qnn_rt *rt, const kiln_module *m, const kiln_graph *g,

@@ -31,6 +31,7 @@ enum {
     QNN_FLOAT16 = 0x0216,
     QNN_FLOAT32 = 0x0232,
     QNN_BOOL8 = 0x0508,
+    QNN_SFIXED8 = 0x0308, /* fixed point, real = (q + offset) * scale: int8 weights */
 };
 
 /* Tensor types: what the application writes, reads, or gives as data. */
@@ -60,8 +61,26 @@ typedef struct {
 
 typedef struct {
     uint32_t definition, encoding;
-    uint64_t params[4];
+    uint64_t params[4]; /* one of the encodings below */
 } qnn_quant;
+
+/* qnn_quant.definition and .encoding when quantized. (Packed 4-bit tensors,
+ * SFIXED_POINT_4, are refused by this HTP at tensor creation and block
+ * encodings at finalize: measured.) */
+enum {
+    QNN_DEFINED = 1,
+    QNN_ENC_SCALE_OFFSET = 0, /* per tensor: qnn_scale_offset */
+    QNN_ENC_AXIS = 1,         /* per channel: qnn_axis_scale_offset */
+};
+typedef struct {
+    float scale; /* > 0 */
+    int32_t offset;
+} qnn_scale_offset;
+typedef struct {
+    int32_t axis;
+    uint32_t n;
+    qnn_scale_offset *so;
+} qnn_axis_scale_offset;
 
 typedef struct {
     void *data;
@@ -246,6 +265,8 @@ _Static_assert(sizeof(qnn_tensor) == 144, "QNN tensor is 144 bytes");
 _Static_assert(sizeof(qnn_param) == 160, "QNN param is 160 bytes");
 _Static_assert(sizeof(qnn_op) == 80, "QNN op config is 80 bytes");
 _Static_assert(sizeof(qnn_quant) == 40, "QNN quantize params are 40 bytes");
+_Static_assert(sizeof(qnn_axis_scale_offset) <= sizeof(((qnn_quant *)0)->params),
+               "QNN encodings fit qnn_quant.params");
 _Static_assert(__builtin_offsetof(qnn_fn, error_get_message) == 48 * sizeof(void *),
                "errorGetMessage is slot 48 of the function table");
 _Static_assert(__builtin_offsetof(qnn_fn, device_create) == 40 * sizeof(void *),

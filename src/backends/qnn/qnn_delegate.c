@@ -1,5 +1,5 @@
 /* qnn_delegate.c: `qnn`, the Qualcomm HTP (Hexagon NPU) delegate.
- *   --backend qnn[:soc=SM8650][:refuse=OP+OP],cpu
+ *   --backend qnn[:soc=SM8650][:quant=w8][:refuse=OP+OP],cpu
  * At compile time every node QNN validates (qnn_lower.c) is the delegate's;
  * prepare builds each of its partitions into a graph of one QNN context,
  * prepared for the SoC, and stores the context binary with Kiln's table
@@ -18,6 +18,9 @@
 #define KEY_SOC "backend.qnn.soc"
 #define KEY_REFUSE "backend.qnn.refuse"
 #define KEY_SHARING "backend.qnn.weight_sharing"
+#define KEY_QUANT "backend.qnn.quant"
+#define QNN_CHECK_COS_FP16 0.999
+#define QNN_CHECK_COS_W8 0.99
 
 /* ---- compile time ---------------------------------------------------------------- */
 
@@ -29,7 +32,7 @@ static char rejected[2048];
 static int n_rejected;
 
 static kiln_status qnn_configure(kiln_module *m, const char *options) {
-    int soc = QNN_SOC_DEFAULT, sharing = 0;
+    int soc = QNN_SOC_DEFAULT, sharing = 0, quant = QNN_QUANT_FP16;
     kiln_status st = KILN_OK;
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", options ? options : "");
@@ -42,19 +45,26 @@ static kiln_status qnn_configure(kiln_module *m, const char *options) {
                 return kiln_error(KILN_ERR_INVALID_ARG, "backend 'qnn': unknown SoC '%s' (%s)",
                                   o + 4, names);
             }
+        } else if (!strncmp(o, "quant=", 6)) {
+            if ((quant = qnn_quant_from_name(o + 6)) < 0)
+                return kiln_error(KILN_ERR_INVALID_ARG,
+                                  "backend 'qnn': unknown quant '%s' (w8: int8 weights, fp16 "
+                                  "activations)",
+                                  o + 6);
         } else if (!strcmp(o, "weight-sharing")) {
             sharing = 1;
         } else if (!strncmp(o, "refuse=", 7)) {
             st = kiln_test_refuse_set(m, "qnn", KEY_REFUSE, o + 7);
         } else {
             return kiln_error(KILN_ERR_INVALID_ARG,
-                              "backend 'qnn': unknown option '%s' (soc=NAME, refuse=OP+OP, "
-                              "weight-sharing)",
+                              "backend 'qnn': unknown option '%s' (soc=NAME, quant=w8, "
+                              "refuse=OP+OP, weight-sharing)",
                               o);
         }
     }
     if (st || (st = kiln_meta_set_int(m, KEY_SOC, soc)) ||
-        (sharing && (st = kiln_meta_set_int(m, KEY_SHARING, 1))))
+        (sharing && (st = kiln_meta_set_int(m, KEY_SHARING, 1))) ||
+        (quant != QNN_QUANT_FP16 && (st = kiln_meta_set_int(m, KEY_QUANT, quant))))
         return st;
     pthread_mutex_lock(&compile_lock);
     if (check_rt.lib && check_rt.soc != soc) qnn_rt_close(&check_rt);
@@ -117,6 +127,8 @@ static kiln_status qnn_prepare(kiln_module *m, int b, const kiln_prepare_options
             n_graphs += m->methods[k].parts[j].backend == b;
     if (!n_graphs) return KILN_OK;
     int soc = (int)kiln_meta_int_or(m, KEY_SOC, QNN_SOC_DEFAULT);
+    qnn_quant_opts qo = {.mode = (int)kiln_meta_int_or(m, KEY_QUANT, QNN_QUANT_FP16)};
+    if (qo.mode != QNN_QUANT_W8) qo.mode = QNN_QUANT_FP16;
     qnn_rt rt;
     kiln_status st = qnn_rt_open(&rt, soc);
     if (st) return st;
@@ -147,7 +159,7 @@ static kiln_status qnn_prepare(kiln_module *m, int b, const kiln_prepare_options
             snprintf(name, sizeof name, "%.200s_p%d", g->name, j);
             double t1 = now_ms();
             int quiet = qnn_quiet_begin();
-            st = qnn_lower_partition(&rt, ctx, m, g, p, name, &gis[made]);
+            st = qnn_lower_partition(&rt, ctx, m, g, p, name, &qo, &gis[made]);
             qnn_quiet_end(quiet);
             if (st) {
                 st = kiln_error_wrap(st, "method '%s', partition %d", g->name, j);
@@ -158,6 +170,10 @@ static kiln_status qnn_prepare(kiln_module *m, int b, const kiln_prepare_options
                 "qnn: graph '%s': nodes %d..%d, %d inputs and outputs, built and finalized in "
                 "%.0f ms",
                 name, p->first, p->first + p->n_nodes - 1, gis[made].n_io, now_ms() - t1);
+            if (qo.mode != QNN_QUANT_FP16)
+                say(o, "qnn: graph '%s': %d matmul weights quantized (%s)", name, qo.n_quantized,
+                    qnn_quant_weights(qo.mode));
+            qo.n_quantized = 0;
             made++;
             kiln_free(p->graph);
             if (!(p->graph = kiln_strdup(name))) st = kiln_error(KILN_ERR_NOMEM, "out of memory");
@@ -192,6 +208,14 @@ static kiln_status qnn_prepare(kiln_module *m, int b, const kiln_prepare_options
         (st = kiln_blob_set_prop(bl, "soc", qnn_soc_name(soc) ? qnn_soc_name(soc) : "?")) ||
         (st = kiln_blob_set_prop(bl, "qairt", build)) ||
         (st = kiln_blob_set_prop(bl, "core_api", api)) ||
+        (qo.mode != QNN_QUANT_FP16 &&
+         ((st = kiln_blob_set_prop(bl, "quant", qnn_quant_name(qo.mode))) ||
+          (st = kiln_blob_set_prop(bl, "quant_weights", qnn_quant_weights(qo.mode))) ||
+          (st = kiln_blob_set_prop(bl, "quant_activations", "fp16 (weight-only quantization)")) ||
+          (st = kiln_blob_set_prop(bl, "quant_kv_cache", "fp16 (not quantized)")) ||
+          (st = kiln_blob_set_prop(
+               bl, "quant_integer",
+               "token ids and positions int32, masks fp16: never quantized")))) ||
         (sharing && ((st = kiln_blob_set_prop(bl, "weight_sharing", "yes")) ||
                      (st = kiln_blob_set_prop(bl, "device_only", "yes")))))
         return st;
@@ -691,6 +715,13 @@ static const char *qnn_unit(void *ctx, const kiln_node *n, const kiln_tensor *co
     return qnn_soc_unit(c && c->view.n_graphs ? c->view.soc : QNN_SOC_DEFAULT);
 }
 
+/* --check: fp16 graphs stay within fp16's error of ref over the sample
+ * calls; int8 weights add theirs (measured on stories260K and SmolLM2). */
+static double qnn_check_cos(const kiln_module *m) {
+    return kiln_meta_int_or(m, KEY_QUANT, QNN_QUANT_FP16) == QNN_QUANT_W8 ? QNN_CHECK_COS_W8
+                                                                          : QNN_CHECK_COS_FP16;
+}
+
 const kiln_backend kiln_backend_qnn_impl = {
     .name = "qnn",
     .configure = qnn_configure,
@@ -702,4 +733,5 @@ const kiln_backend kiln_backend_qnn_impl = {
     .prepare = qnn_prepare,
     .load = qnn_load,
     .execute = qnn_execute,
+    .check_cos = qnn_check_cos,
 };

@@ -10,7 +10,9 @@
  * How each op lowers:
  *   get_rows   Gather(table, ids)
  *   rms_norm   RmsNorm (per group: reshaped to [Tm, D/G, G])
- *   matmul     FullyConnected(x, w [N, K])
+ *   matmul     FullyConnected(x, w [N, K]); with qnn:quant=w8 the weight
+ *              is int8 per output channel and x stays fp16 (weight-only
+ *              quantization)
  *   add, mul   ElementWiseAdd / ElementWiseMultiply (broadcast)
  *   silu       x * Sigmoid(x); swiglu: g * Sigmoid(g) * u
  *   softmax    Softmax over the last axis
@@ -58,6 +60,7 @@ typedef struct {
     const kiln_module *m;
     const kiln_graph *g;
     const kiln_node *node;
+    qnn_quant_opts *q; /* NULL: validation (fp16 weights) */
     int n_made;
     void **keep; /* names, dims, data: alive until the graph is finalized */
     int n_keep, cap_keep;
@@ -100,12 +103,13 @@ static void drop_keep(lower *L) {
 }
 
 static uint32_t dsize(uint32_t dt) {
-    return dt == QNN_FLOAT16 ? 2 : dt == QNN_BOOL8 ? 1 : 4;
+    return dt == QNN_FLOAT16 ? 2 : dt == QNN_BOOL8 || dt == QNN_SFIXED8 ? 1 : 4;
 }
 
-/* A tensor of the graph: name NULL = "<node>.tN". */
-static qnn_tensor mk(lower *L, const char *name, uint32_t type, uint32_t dtype, int rank,
-                     const uint32_t *dims, void *data, uint64_t bytes) {
+/* A tensor of the graph, quantized as qp says (NULL: not): name NULL =
+ * "<node>.tN". */
+static qnn_tensor mkq(lower *L, const char *name, uint32_t type, uint32_t dtype, int rank,
+                      const uint32_t *dims, void *data, uint64_t bytes, const qnn_quant *qp) {
     qnn_tensor t;
     memset(&t, 0, sizeof t);
     if (L->st) return t;
@@ -125,6 +129,7 @@ static qnn_tensor mk(lower *L, const char *name, uint32_t type, uint32_t dtype, 
     t.v2.dtype = dtype;
     t.v2.quant.definition = QNN_QUANT_NONE;
     t.v2.quant.encoding = QNN_QUANT_NONE;
+    if (qp) t.v2.quant = *qp;
     t.v2.rank = (uint32_t)rank;
     t.v2.dims = d;
     t.v2.buf.data = data;
@@ -136,6 +141,11 @@ static qnn_tensor mk(lower *L, const char *name, uint32_t type, uint32_t dtype, 
                                     "tensor '%s' of node '%s'", nm, L->node ? L->node->name : "?");
     }
     return t;
+}
+
+static qnn_tensor mk(lower *L, const char *name, uint32_t type, uint32_t dtype, int rank,
+                     const uint32_t *dims, void *data, uint64_t bytes) {
+    return mkq(L, name, type, dtype, rank, dims, data, bytes, NULL);
 }
 
 static qnn_tensor nat(lower *L, int rank, const uint32_t *dims) {
@@ -437,6 +447,87 @@ static qnn_tensor state_in(lower *L, int32_t vi) {
     return s->dtype == KILN_F16 ? t : cast(L, t, nat(L, 2, dims));
 }
 
+/* ---- weight-only quantized matmuls (qnn:quant=) ----------------------------- */
+
+int qnn_quant_from_name(const char *name) {
+    return !strcmp(name, "w8") ? QNN_QUANT_W8 : -1;
+}
+
+const char *qnn_quant_name(int mode) {
+    return mode == QNN_QUANT_W8 ? "w8" : "fp16";
+}
+
+const char *qnn_quant_weights(int mode) {
+    return mode == QNN_QUANT_W8 ? "matmul weights int8 per output channel, symmetric"
+                                : "fp16, converted from the checkpoint";
+}
+
+/* Weight value vi [N, K] as a static int8 tensor, one symmetric scale per
+ * output row (its largest magnitude maps to 127). */
+static qnn_tensor weight_q(lower *L, int32_t vi) {
+    const kiln_value *v = &L->g->values[vi];
+    const kiln_const *c = &L->m->consts[v->ref];
+    uint32_t dims[2] = {(uint32_t)v->ne[0], (uint32_t)v->ne[1]};
+    int64_t N = dims[0], K = dims[1];
+    qnn_scale_offset *so = keep(L, kiln_calloc((size_t)N, sizeof *so));
+    int8_t *q = L->graph ? kiln_malloc((size_t)(N * K)) : NULL;
+    float *row = L->graph ? kiln_malloc(sizeof(float) * (size_t)K) : NULL;
+    if (L->graph && (!q || !row) && !L->st) L->st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+    if (L->st) {
+        kiln_free(q);
+        kiln_free(row);
+        return (qnn_tensor){0};
+    }
+    size_t stride = kiln_dtype_row_bytes(c->dtype, K);
+    for (int64_t r = 0; r < N; r++) {
+        so[r].scale = 1.0f; /* validation: no data, any valid scale */
+        if (!L->graph) continue;
+        kiln_status st = kiln_weight_dequant(c->dtype, c->data, stride, r, 0, K, row);
+        if (st) {
+            kiln_free(q);
+            kiln_free(row);
+            L->st = kiln_error_wrap(st, "constant '%s' to int8", c->name);
+            return (qnn_tensor){0};
+        }
+        float mx = 0;
+        for (int64_t k = 0; k < K; k++)
+            mx = fmaxf(mx, fabsf(row[k]));
+        if (mx > 0) so[r].scale = mx / 127.0f;
+        for (int64_t k = 0; k < K; k++)
+            q[r * K + k] = (int8_t)fminf(fmaxf(rintf(row[k] / so[r].scale), -127.0f), 127.0f);
+    }
+    kiln_free(row);
+    qnn_quant qp;
+    memset(&qp, 0, sizeof qp);
+    qp.definition = QNN_DEFINED;
+    qp.encoding = QNN_ENC_AXIS;
+    qnn_axis_scale_offset ax = {.axis = 0, .n = (uint32_t)N, .so = so};
+    memcpy(qp.params, &ax, sizeof ax);
+    if (q) keep(L, q);
+    char name[KILN_NAME_MAX + 8];
+    snprintf(name, sizeof name, "q.%s", c->name);
+    return mkq(L, name, QNN_TENSOR_STATIC, QNN_SFIXED8, 2, dims, q, (uint64_t)(N * K), &qp);
+}
+
+/* A matmul's output: fp16 activations times the weight, which is fp16, or
+ * int8 per output channel when the graph is quantized (qnn:quant=w8). A
+ * weight QNN refuses quantized is an error naming it. */
+static qnn_tensor matmul(lower *L, const kiln_node *n) {
+    const kiln_value *xv = &L->g->values[n->in[0]], *wv = &L->g->values[n->in[1]];
+    uint32_t dims[2] = {(uint32_t)xv->ne[0], (uint32_t)wv->ne[0]};
+    qnn_tensor in[2] = {get(L, n->in[0]), {0}};
+    int quant = L->q && L->q->mode != QNN_QUANT_FP16 && wv->kind == KILN_VAL_CONST;
+    in[1] = quant ? weight_q(L, n->in[1]) : get(L, n->in[1]);
+    qnn_tensor o = nat(L, 2, dims);
+    op(L, "FullyConnected", NULL, 0, in, 2, &o);
+    if (quant && L->st)
+        L->st = kiln_error_wrap(L->st, "QNN quant=%s: weight '%s' of node '%s'",
+                                qnn_quant_name(L->q->mode), wv->name, n->name);
+    else if (quant)
+        L->q->n_quantized++;
+    return o;
+}
+
 /* ---- ops ------------------------------------------------------------------------ */
 
 static void lower_rms_norm(lower *L, const kiln_node *n) {
@@ -456,12 +547,7 @@ static void lower_rms_norm(lower *L, const kiln_node *n) {
 }
 
 static void lower_fc(lower *L, const kiln_node *n, int32_t out_value) {
-    const kiln_value *xv = &L->g->values[n->in[0]], *wv = &L->g->values[n->in[1]];
-    uint32_t dims[2] = {(uint32_t)xv->ne[0], (uint32_t)wv->ne[0]};
-    qnn_tensor in[2] = {get(L, n->in[0]), get(L, n->in[1])};
-    qnn_tensor o = nat(L, 2, dims);
-    op(L, "FullyConnected", NULL, 0, in, 2, &o);
-    set(L, out_value, o);
+    set(L, out_value, matmul(L, n));
 }
 
 static void lower_eltwise(lower *L, const kiln_node *n) {
@@ -704,9 +790,7 @@ static void lower_attention(lower *L, const kiln_node *n) {
 static void lower_logits(lower *L, const kiln_node *n) {
     const kiln_value *xv = &L->g->values[n->in[0]], *wv = &L->g->values[n->in[1]];
     uint32_t dims[2] = {(uint32_t)xv->ne[0], (uint32_t)wv->ne[0]};
-    qnn_tensor in[2] = {get(L, n->in[0]), get(L, n->in[1])};
-    qnn_tensor y = nat(L, 2, dims);
-    op(L, "FullyConnected", NULL, 0, in, 2, &y);
+    qnn_tensor y = matmul(L, n);
     char name[KILN_NAME_MAX + 8];
     snprintf(name, sizeof name, "out.%s", L->g->values[n->out].name);
     cast(L, y, io(L, QNN_OUT_LOGITS, n->out, name, QNN_FLOAT32, 2, dims));
@@ -776,10 +860,11 @@ static void find_pos(lower *L, const kiln_node *n) {
 
 kiln_status qnn_lower_partition(const qnn_rt *rt, qnn_handle ctx, const kiln_module *m,
                                 const kiln_graph *g, const kiln_partition *p, const char *name,
-                                qnn_graph_info *gi) {
+                                qnn_quant_opts *q, qnn_graph_info *gi) {
     memset(gi, 0, sizeof *gi);
     lower L;
     kiln_status st = lower_init(&L, rt, m, g, gi);
+    L.q = q;
     if (!st && !(gi->name = kiln_strdup(name))) st = kiln_error(KILN_ERR_NOMEM, "out of memory");
     if (st) {
         kiln_free(L.vals);

@@ -5,9 +5,10 @@
  * describe the program's partitions; execute runs a whole partition (with
  * ref's kernels). So the executor's delegate path, the blobs section and
  * its checks are tested without any vendor library.
- *   --backend testd[:refuse=OP+OP],cpu
+ *   --backend testd[:refuse=OP+OP][:perturb=NODE],cpu
  * refuse= sends ops elsewhere, which splits a method into several
- * partitions. */
+ * partitions; perturb= makes one node's output wrong inside its partition,
+ * as the test backend does (so `compile --check` has a delegate to fail). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,14 +17,27 @@
 #include "backends/backend.h"
 
 #define KEY_REFUSE "backend.testd.refuse"
+#define KEY_PERTURB "backend.testd.perturb"
 #define MAGIC "kiln-testd 1\n"
 
 static kiln_status testd_configure(kiln_module *m, const char *options) {
+    char buf[1024];
     if (!options) return KILN_OK;
-    if (strncmp(options, "refuse=", 7) || strchr(options, ':'))
-        return kiln_error(KILN_ERR_INVALID_ARG, "backend 'testd': unknown option '%s' (refuse)",
-                          options);
-    return kiln_test_refuse_set(m, "testd", KEY_REFUSE, options + 7);
+    if (strlen(options) >= sizeof buf)
+        return kiln_error(KILN_ERR_INVALID_ARG, "backend 'testd': options too long");
+    strcpy(buf, options);
+    for (char *save = NULL, *o = strtok_r(buf, ":", &save); o; o = strtok_r(NULL, ":", &save)) {
+        kiln_status st;
+        if (!strncmp(o, "refuse=", 7))
+            st = kiln_test_refuse_set(m, "testd", KEY_REFUSE, o + 7);
+        else if (!strncmp(o, "perturb=", 8))
+            st = kiln_meta_set_str(m, KEY_PERTURB, o + 8);
+        else
+            return kiln_error(KILN_ERR_INVALID_ARG,
+                              "backend 'testd': unknown option '%s' (refuse, perturb)", o);
+        if (st) return st;
+    }
+    return KILN_OK;
 }
 
 static int testd_supports(const kiln_module *m, const kiln_graph *g, const kiln_node *n) {
@@ -71,17 +85,24 @@ static kiln_status testd_prepare(kiln_module *m, int b, const kiln_prepare_optio
 }
 
 typedef struct {
-    int loaded; /* a blob was loaded and matched */
+    int loaded;    /* a blob was loaded and matched */
+    char *perturb; /* the node perturb= names, or NULL */
 } testd_ctx;
 
-static kiln_status testd_open(const kiln_module *m, const kiln_open_options *options, void **ctx) {
-    if (!(*ctx = kiln_calloc(1, sizeof(testd_ctx))))
-        return kiln_error(KILN_ERR_NOMEM, "out of memory");
-    return KILN_OK;
+static void testd_close(void *ctx) {
+    if (ctx) kiln_free(((testd_ctx *)ctx)->perturb);
+    kiln_free(ctx);
 }
 
-static void testd_close(void *ctx) {
-    kiln_free(ctx);
+static kiln_status testd_open(const kiln_module *m, const kiln_open_options *options, void **ctx) {
+    testd_ctx *c = kiln_calloc(1, sizeof *c);
+    const kiln_meta *e = kiln_meta_find(m, KEY_PERTURB);
+    if (c && e && e->type == KILN_META_STR && !(c->perturb = kiln_strdup(e->s))) {
+        testd_close(c);
+        c = NULL;
+    }
+    if (!(*ctx = c)) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    return KILN_OK;
 }
 
 /* The blob must describe every partition of this backend exactly. */
@@ -137,6 +158,7 @@ static kiln_status testd_execute(void *ctx, const kiln_graph *g, const kiln_part
             in[j] = &vals[n->in[j]];
         kiln_status st = kiln_ref_exec(NULL, n, in, &vals[n->out], scratch, scratch_bytes);
         if (st) return kiln_error_wrap(st, "testd graph '%s', node '%s'", p->graph, n->name);
+        kiln_test_perturb(((testd_ctx *)ctx)->perturb, n, &vals[n->out]);
         uint64_t t1 = now_ns();
         if (rep->profile) rep->op(rep->user, i, n->name, kiln_op_name(n->op), t1 - t);
         t = t1;
