@@ -108,8 +108,9 @@ static kiln_status on_node(void *user, const kiln_debug_node *e) {
 static kiln_status on_call(void *user, kiln_debug_side side, int method) {
     checker *c = user;
     const kiln_compile_options *o = c->o;
-    if (side == c->timed) c->calls[method == c->pre ? 0 : 1]++;
     c->last_ms = kiln_now_ms();
+    if (side != c->timed) return KILN_OK; /* the program beside ref: not a call of this run */
+    c->calls[method == c->pre ? 0 : 1]++;
     c->done++;
     if (o->progress &&
         o->progress(o->progress_user, "check", (uint64_t)c->done, (uint64_t)c->total))
