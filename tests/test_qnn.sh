@@ -7,7 +7,10 @@
 #   qnn,cpu --prefill 16 runs every node on QNN; greedy ids equal ref's up
 #   to the first step where ref's top-2 margin is under 0.05 (the 4 prompts
 #   of expected.json); one prompt's text as llama2.c prints it; int8
-#   weights (qnn:quant=w8: greedy, smaller, --check); mixed qnn/cpu
+#   weights (qnn:quant=w8: greedy, smaller, --check); the delegate debugger
+#   (each node alone as its own QNN graph: a qnn:perturb= node is named by
+#   debug and --check, --check=fallback moves it alone to cpu and rebuilds
+#   the context, debug --backend qnn sees every node); mixed qnn/cpu
 #   partitions passing --check; 100 iterations of the language-model loop against a
 #   fresh session; random interleavings in 2 sessions on 2 threads
 #   (qnn_interleave, found beside QNN_GREEDY); damaged blobs and an
@@ -102,11 +105,11 @@ if [ "$MODE" = quick ]; then
   # activations: greedy with ref's logits at cosine 0.99, a blob under 3/4
   # of fp16's; int4 is not offered (per-channel int4 left SmolLM2 at cosine
   # 0.4 against ref, and this HTP refuses the packed and block encodings)
-  # (--check: what leaves each graph within w8's bar of ref)
+  # (--check: each node alone, its own QNN graph, within w8's bar of ref)
   out=$("$KILN" compile "$S/stories260K.bin" --tokenizer "$S/tok512.bin" --backend qnn:quant=w8,cpu --prefill 16 \
     --check -o "$WORK/w8.kiln" 2>&1)
   if [ $? = 0 ] && grep -q "36 matmul weights quantized (matmul weights int8 per output channel" <<<"$out" &&
-     [ "$(grep -c 'qnn, nodes 0\.\.87 (88): what leaves it.*: ok (passes at cos >= 0.99)$' <<<"$out")" = 2 ]; then
+     [ "$(grep -c 'qnn, nodes 0\.\.87 (88): worst .*; what leaves it.*: ok (passes at cos >= 0.99)$' <<<"$out")" = 2 ]; then
     ok "quant_w8_compile ($(grep -m1 -o 'worst [^;]*' <<<"$out"))"
   else bad quant_w8_compile "$(grep -E 'check:|error' <<<"$out" | tail -3)"; fi
   expect quant_w8_info 0 "quant=w8, quant_weights=matmul weights int8 per output channel" -- "$KILN" info "$WORK/w8.kiln"
@@ -116,6 +119,45 @@ if [ "$MODE" = quick ]; then
   else bad quant_w8_smaller "'$b' against '$a'"; fi
   expect quant_unknown 1 "backend 'qnn': unknown quant 'w4' (w8: int8 weights" -- "$KILN" compile "$S/stories260K.bin" \
     --tokenizer "$S/tok512.bin" --backend qnn:quant=w4,cpu -o "$WORK/w4.kiln"
+
+  # the delegate debugger: each node alone through its own QNN graph (the
+  # same lowering), given ref's inputs; qnn:perturb= makes one node's
+  # lowering wrong, and the debugger and --check name that node
+  Q=$WORK/perturbed.kiln
+  expect perturb_compile 0 "" -- "$KILN" compile "$S/stories260K.bin" --tokenizer "$S/tok512.bin" \
+    --backend qnn:perturb=blk.2.ffn_up,cpu --prefill 16 -o "$Q"
+  expect perturb_info 0 "test_perturb=blk.2.ffn_up" -- "$KILN" info "$Q"
+  out=$("$KILN" debug -m "$Q" -p "Once upon a time" 2>&1)
+  if grep -q '^first own error: node 48 blk.2.ffn_up (matmul on qnn): own cos 0\.[0-8]' <<<"$out" &&
+     grep -q '^verdict: node 48 blk.2.ffn_up (matmul on qnn) computes wrongly on its own' <<<"$out"; then
+    ok debug_names_perturbed
+  else bad debug_names_perturbed "$(grep -E '^(first|verdict|.*error)' <<<"$out" | head -3)"; fi
+  # every node on qnn, each its own graph: carried and own error at every node
+  out=$("$KILN" debug -m "$P" --backend qnn --method decode -p "Once upon a time" 2>&1)
+  if grep -q '^first past threshold: none' <<<"$out" && grep -q '^first own error: none' <<<"$out" &&
+     ! grep -q 'not observed' <<<"$out" && [ "$(grep -c 'HTP v75 fp16 (SM8650)' <<<"$out")" = 88 ]; then
+    ok debug_every_node_on_qnn
+  else bad debug_every_node_on_qnn "$(grep -E '^(first|verdict|not observed|.*error)' <<<"$out" | head -3)"; fi
+  out=$("$KILN" compile "$S/stories260K.bin" --tokenizer "$S/tok512.bin" --backend qnn:perturb=blk.2.ffn_up,cpu \
+    --prefill 16 --check -o "$WORK/pc.kiln" 2>&1)
+  if [ $? = 1 ] && grep -q "error: check: method 'prefill' partition #0 (qnn, nodes 0..87): node 'blk.2.ffn_up' has cosine 0\.[0-8]" <<<"$out"; then
+    ok check_names_perturbed
+  else bad check_names_perturbed "$(tail -2 <<<"$out")"; fi
+  # --check=fallback moves that node alone to cpu; QNN's context is built again
+  FB=$WORK/fallback.kiln
+  out=$("$KILN" compile "$S/stories260K.bin" --tokenizer "$S/tok512.bin" --backend qnn:perturb=blk.2.ffn_up,cpu \
+    --prefill 16 --check=fallback -o "$FB" 2>&1)
+  rc=$?
+  row=$("$KILN" info "$FB" | awk '/^method / { cur = $0 } $2 == "blk.2.ffn_up" && index(cur, "decode") { print $4; exit }')
+  if [ $rc = 0 ] && grep -q '^kiln compile: check: moved prefill node 48 blk.2.ffn_up from qnn to cpu: own cosine 0\.' <<<"$out" &&
+     grep -q '^kiln compile: check: moved decode node 48 blk.2.ffn_up from qnn to cpu' <<<"$out" &&
+     grep -q '^kiln compile: qnn: 4 graphs in one context' <<<"$out" &&
+     grep -q '^kiln compile: check: 6 partitions after the move, prepared again in [0-9.]* s' <<<"$out" && [ "$row" = cpu ]; then
+    ok "check_fallback_splits ($(grep -o 'prepared again in [0-9.]* s' <<<"$out"))"
+  else bad check_fallback_splits "blk.2.ffn_up on '$row': $(grep -E 'moved|error|after the move' <<<"$out" | head -3)"; fi
+  greedy check_fallback_greedy "$FB" "Once upon a time" 30
+  expect perturb_unknown_node 1 "backend 'qnn': perturb=nope: the model has no node of that name" -- "$KILN" compile \
+    "$S/stories260K.bin" --tokenizer "$S/tok512.bin" --backend qnn:perturb=nope,cpu -o "$WORK/pn.kiln"
   # llama2.c's greedy text, or ref's ids up to a near tie
   python3 - "$S/expected.json" >"$WORK/cases" <<'EOF'
 import json, sys
@@ -182,10 +224,10 @@ EOF
 
   # mixed partitions: qnn / cpu / qnn in every layer
   M=$WORK/mixed.kiln
-  # (--check: each fp16 graph's outputs within fp16's bar of ref, carried error included)
+  # (--check: each node of each fp16 graph alone within fp16's bar of ref)
   out=$("$KILN" compile "$S/stories260K.bin" --tokenizer "$S/tok512.bin" --backend qnn:refuse=swiglu,cpu --prefill 16 \
     --check -o "$M" 2>&1)
-  rc=$? n=$(grep -c ' qnn, nodes .*: what leaves it .*: ok (passes at cos >= 0.999)$' <<<"$out")
+  rc=$? n=$(grep -c ' qnn, nodes [0-9.]* ([0-9]*): worst .*; what leaves it .*: ok (passes at cos >= 0.999)$' <<<"$out")
   if [ $rc = 0 ] && grep -q "12 graphs in one context" <<<"$out" && [ "$n" = 12 ] && ! grep -q FAILED <<<"$out"; then
     ok "mixed_compile_checked ($n graphs)"
   else bad mixed_compile_checked "$n checked: $(grep -E 'check:|error' <<<"$out" | tail -3)"; fi

@@ -43,8 +43,9 @@ static const kiln_cli_flag FLAGS[] = {
              "program has it, else method 0)"},
     {KILN_CLI_STR, "--backend", "NAME", OPT(backend), .bits = KILN_CLI_NONEMPTY,
      .help = "the backend under test, every node on it (cpu, ref,\n"
-             "test); default: the backends the program was\n"
-             "compiled for"},
+             "test; a delegate, qnn or testd, runs each node as\n"
+             "a graph of its own); default: the backends the\n"
+             "program was compiled for"},
     {KILN_CLI_STR, "--reference", "NAME", OPT(reference), .bits = KILN_CLI_NONEMPTY,
      .help = "the reference backend (default ref)"},
     {KILN_CLI_STR, "-p, --prompt", "TEXT", OPT(prompt), /* may be empty text */
@@ -577,7 +578,8 @@ static void report(const debugger *d) {
         unseen += !d->rec[i].ran;
     if (unseen)
         printf("not observed: %d node%s inside delegate partitions (a delegate shows only the "
-               "outputs that leave a partition)\n",
+               "outputs that leave a partition; own_cos there is the node run alone through the "
+               "delegate's lowering)\n",
                unseen, unseen == 1 ? "" : "s");
     if (d->against) {
         int worst = -1;

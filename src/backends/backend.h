@@ -90,6 +90,15 @@ typedef struct kiln_backend {
      * `kiln compile --check`, for the precision the module's options give
      * it. A --check-threshold the user gives wins. */
     double (*check_cos)(const kiln_module *m);
+    /* Run time, for a delegate (may be NULL): runs one node alone, as exec
+     * does, through the same lowering as its partitions (QNN builds a graph
+     * of that node on first use, so the first call of each node is slow).
+     * For the debugging engine: a node given exactly the reference's
+     * inputs, which tells a wrong lowering from error carried in; the
+     * executor never calls it. */
+    kiln_status (*exec_alone)(void *ctx, const kiln_graph *g, const kiln_node *n,
+                              const kiln_tensor *const *in, kiln_tensor *out, void *scratch,
+                              uint64_t scratch_bytes);
 } kiln_backend;
 
 const kiln_backend *kiln_backend_find(const char *name);

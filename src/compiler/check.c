@@ -16,11 +16,20 @@
  * computes wrongly. A partition's error is its worst node's (lowest cosine)
  * over all the sample calls. Partitions already on ref are not checked.
  *
- * A delegate's nodes do not run alone: its partition is checked by what
- * leaves it, the outputs of the program as compiled (run in lockstep with
- * ref, each with its own history) against ref's, error carried in
- * included, at the cosine the delegate asks for its precision
+ * A delegate's nodes run alone through its exec_alone (QNN lowers each into
+ * a graph of its own, the same lowering as the partition's), so they are
+ * judged the same way, at the cosine the delegate asks for its precision
  * (kiln_backend.check_cos: QNN's fp16 graphs closer than its int8 ones).
+ * What leaves a delegate's partition is also shown: the program as
+ * compiled runs in lockstep with ref, each with its own history, and its
+ * partition outputs are compared with ref's, error carried in included. A
+ * delegate without exec_alone is judged by that alone.
+ *
+ * --check=fallback moves each failing node (not its whole partition) to the
+ * next backend in the list that supports it, else to ref; the kv_stores an
+ * attention reads move together (a delegate's graph writes all of an
+ * attention's cache rows or none). The caller partitions and prepares
+ * again, which for QNN builds its context anew.
  *
  * Speed: every node is timed through the node observer (from the end of its
  * phase-0 call to its phase-1 call; the own-error runs are outside it); a
@@ -46,13 +55,16 @@ typedef struct {
     int method, first, last; /* nodes first..last of the method */
     int backend;             /* index into the module's backend list */
     int checked;             /* not on ref */
-    int delegate;            /* on a backend that runs whole partitions: what leaves it */
+    int delegate;            /* on a backend that runs whole partitions */
+    int by_carried;          /* a delegate without exec_alone: judged by what leaves it */
     double need;             /* the cosine it must reach */
     int worst;               /* the node with the lowest cosine, -1 = none compared */
-    double cos, rel;         /* the worst node's own error */
-    double acc;              /* this run's time, ms */
-    double ref_ms;           /* per call on ref */
-    double *be_ms;           /* per timed run: per call on the backend */
+    double cos, rel;         /* the worst node's own error (by_carried: what leaves it) */
+    int left;                /* a delegate: the output leaving it with the lowest cosine */
+    double left_cos, left_rel;
+    double acc;    /* this run's time, ms */
+    double ref_ms; /* per call on ref */
+    double *be_ms; /* per timed run: per call on the backend */
     int failed;
 } part;
 
@@ -62,6 +74,7 @@ typedef struct {
     const kiln_module *mod; /* the program's module */
     int *node_base;         /* per method: index of its node 0 in part_of */
     int *part_of;           /* per node of every method: its partition */
+    double *node_cos;       /* per node: its lowest own cosine (NaN: a failure; 2: none) */
     part *parts;
     int n_parts;
     double *be_ms;         /* n_parts x CHECK_REPS */
@@ -78,7 +91,23 @@ static part *part_at(checker *c, int method, int node) {
     return &c->parts[c->part_of[c->node_base[method] + node]];
 }
 
-/* Every node's time; on ref, a checked node's own error. */
+/* Keeps comparison q of node `index` when it is worse than (*worst, *cos,
+ * *rel): the lowest cosine, among equal ones the largest relative error; NaN
+ * (the shapes differ or a value is not finite, which fails any threshold)
+ * is the worst. Returns q's cosine, or 2 when q was not compared. */
+static double keep_worst(const kiln_debug_cmp *q, int index, int *worst, double *cos, double *rel) {
+    if (!q->valid) return 2;
+    double c = q->mismatch ? NAN : q->v.cos, r = q->mismatch ? NAN : q->v.rel;
+    if (*worst < 0 || (!isnan(*cos) && (isnan(c) || c < *cos || (c == *cos && r > *rel)))) {
+        *worst = index;
+        *cos = c;
+        *rel = r;
+    }
+    return c;
+}
+
+/* Every node's time; on ref, a checked node's own error (and what leaves a
+ * delegate). */
 static kiln_status on_node(void *user, const kiln_debug_node *e) {
     checker *c = user;
     part *pt = part_at(c, e->method, e->index);
@@ -88,20 +117,17 @@ static kiln_status on_node(void *user, const kiln_debug_node *e) {
         c->last_ms = now;
     }
     if (e->side != KILN_DEBUG_REFERENCE || !pt->checked) return KILN_OK;
-    const kiln_debug_cmp *q = pt->delegate ? &e->carried : &e->own;
-    if (!pt->delegate && e->own_status)
+    if (pt->delegate) keep_worst(&e->carried, e->index, &pt->left, &pt->left_cos, &pt->left_rel);
+    if (pt->by_carried) {
+        keep_worst(&e->carried, e->index, &pt->worst, &pt->cos, &pt->rel);
+        return KILN_OK;
+    }
+    if (e->own_status)
         return kiln_error(e->own_status, "node '%s' alone on its backend: %s", e->node->name,
                           e->own_error);
-    if (!q->valid) return KILN_OK;
-    /* NaN when the shapes differ or a value is not finite (which fails any threshold) */
-    double cos = q->mismatch ? NAN : q->v.cos, rel = q->mismatch ? NAN : q->v.rel;
-    /* the lowest cosine; among equal ones the largest relative error */
-    if (pt->worst < 0 ||
-        (!isnan(pt->cos) && (isnan(cos) || cos < pt->cos || (cos == pt->cos && rel > pt->rel)))) {
-        pt->worst = e->index;
-        pt->cos = cos;
-        pt->rel = rel;
-    }
+    double cos = keep_worst(&e->own, e->index, &pt->worst, &pt->cos, &pt->rel);
+    double *nc = &c->node_cos[c->node_base[e->method] + e->index];
+    if (!isnan(*nc) && (isnan(cos) || cos < *nc)) *nc = cos;
     return KILN_OK;
 }
 
@@ -152,8 +178,11 @@ static kiln_status find_parts(checker *c, double threshold, int *n_delegate) {
         n_nodes += m->methods[k].n_nodes;
     }
     if (!(c->part_of = kiln_calloc((size_t)n_nodes + 1, sizeof *c->part_of)) ||
-        !(c->parts = kiln_calloc((size_t)n_nodes + 1, sizeof *c->parts)))
+        !(c->parts = kiln_calloc((size_t)n_nodes + 1, sizeof *c->parts)) ||
+        !(c->node_cos = kiln_calloc((size_t)n_nodes + 1, sizeof *c->node_cos)))
         return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n_nodes; i++)
+        c->node_cos[i] = 2;
     for (int k = 0; k < m->n_methods; k++) { /* the program's own partitions */
         const kiln_graph *g = &m->methods[k];
         for (int j = 0; j < g->n_parts; j++) {
@@ -163,15 +192,15 @@ static kiln_status find_parts(checker *c, double threshold, int *n_delegate) {
             p->first = gp->first;
             p->last = gp->first + gp->n_nodes - 1;
             p->backend = gp->backend;
-            /* a delegate's nodes cannot run alone (no exec): what leaves it */
             const kiln_backend *be = kiln_backend_find(m->backends[gp->backend]);
             p->delegate = be && !be->exec;
+            p->by_carried = p->delegate && !be->exec_alone;
             p->checked = p->backend != ref;
             p->need = threshold;
             if (p->delegate && !c->o->check_threshold && be->check_cos) p->need = be->check_cos(m);
             *n_delegate += p->delegate;
-            p->worst = -1;
-            p->cos = p->rel = NAN;
+            p->worst = p->left = -1;
+            p->cos = p->rel = p->left_cos = p->left_rel = NAN;
             for (int i = p->first; i <= p->last; i++)
                 c->part_of[c->node_base[k] + i] = c->n_parts - 1;
         }
@@ -211,13 +240,18 @@ static void report(const checker *c, const part *p, int reps, int fallback) {
     memcpy(med, p->be_ms, (size_t)reps * sizeof *med);
     qsort(med, (size_t)reps, sizeof *med, cmp_double);
     double be_ms = reps ? med[reps / 2] : 0;
-    char err[400];
+    char err[400], left[200] = "";
+    if (p->delegate && !p->by_carried && p->left >= 0)
+        snprintf(left, sizeof left,
+                 "; what leaves it (error carried in included): worst %s cos "
+                 "%.6f rel %.2e",
+                 g->nodes[p->left].name, p->left_cos, p->left_rel);
     if (p->worst < 0)
         snprintf(err, sizeof err, "no output compared");
     else
-        snprintf(err, sizeof err, "%sworst %s cos %.6f rel %.2e",
-                 p->delegate ? "what leaves it (error carried in included): " : "",
-                 g->nodes[p->worst].name, p->cos, p->rel);
+        snprintf(err, sizeof err, "%sworst %s cos %.6f rel %.2e%s",
+                 p->by_carried ? "what leaves it (error carried in included): " : "",
+                 g->nodes[p->worst].name, p->cos, p->rel, left);
     char need[48] = "";
     if (p->delegate) snprintf(need, sizeof need, " (passes at cos >= %g)", p->need);
     char ratio[32] = "n/a";
@@ -227,10 +261,87 @@ static void report(const checker *c, const part *p, int reps, int fallback) {
     snprintf(line, sizeof line, "%s: %s; %s %.3f ms, ref %.3f ms, speed %s: %s%s", head, err,
              m->backends[p->backend], be_ms, p->ref_ms, ratio,
              !p->failed ? "ok"
-             : fallback ? "FAILED, moved to ref"
+             : fallback ? "FAILED, its failing nodes moved"
                         : "FAILED",
              need);
     log_line(c->o, line);
+}
+
+/* The backend after node n's in the module's list that supports it, else
+ * ref (added to the list when missing). */
+static kiln_status next_backend(kiln_module *m, const kiln_graph *g, const kiln_node *n, int *out) {
+    for (int b = n->backend + 1; b < m->n_backends; b++) {
+        const kiln_backend *be = kiln_backend_find(m->backends[b]);
+        if (be && be->supports && be->supports(m, g, n)) {
+            *out = b;
+            return KILN_OK;
+        }
+    }
+    return kiln_module_add_backend(m, "ref", out);
+}
+
+/* Whether node i of partition p fails: its lowest own cosine is below the
+ * bar (NaN fails; 2, never compared, does not), or p is judged whole. */
+static int node_fails(const checker *c, const part *p, int i) {
+    double cos = c->node_cos[c->node_base[p->method] + i];
+    return p->by_carried || isnan(cos) || (cos <= 1 && !(cos >= p->need));
+}
+
+/* The node of p writing value v when it is a kv_store, else -1. */
+static int kv_store_of(const kiln_graph *g, const part *p, int32_t v) {
+    for (int j = p->first; j <= p->last; j++)
+        if (g->nodes[j].op == KILN_OP_KV_STORE && g->nodes[j].out == v) return j;
+    return -1;
+}
+
+/* --check=fallback: each failing node of a failed partition (every node of
+ * one judged by what leaves it) to its next backend, in `m`; the kv_stores
+ * an attention reads go together. Then the methods are partitioned again. */
+static kiln_status fall_back(checker *c, kiln_module *m, int *moved) {
+    kiln_status st = KILN_OK;
+    char line[512];
+    for (int k = 0; k < c->n_parts; k++) {
+        const part *p = &c->parts[k];
+        if (!p->failed) continue;
+        kiln_graph *g = &m->methods[p->method];
+        int n = p->last - p->first + 1;
+        char *move = kiln_calloc((size_t)n, 1); /* 1: fails, 2: goes with one that does */
+        if (!move) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+        for (int i = p->first; i <= p->last; i++)
+            move[i - p->first] = (char)node_fails(c, p, i);
+        for (int a = p->first; a <= p->last; a++) {
+            const kiln_node *at = &g->nodes[a];
+            if (at->op != KILN_OP_ATTENTION || at->n_in < 3) continue;
+            int kk = kv_store_of(g, p, at->in[1]), kv = kv_store_of(g, p, at->in[2]);
+            if (kk < 0 || kv < 0 || !(move[kk - p->first] || move[kv - p->first])) continue;
+            if (!move[kk - p->first]) move[kk - p->first] = 2;
+            if (!move[kv - p->first]) move[kv - p->first] = 2;
+        }
+        const char *from = c->mod->backends[p->backend];
+        for (int i = p->first; i <= p->last && !st; i++) {
+            if (!move[i - p->first]) continue;
+            int to;
+            if ((st = next_backend(m, g, &g->nodes[i], &to))) break;
+            g->nodes[i].backend = to;
+            double cos = c->node_cos[c->node_base[p->method] + i];
+            char why[96];
+            if (move[i - p->first] == 2)
+                snprintf(why, sizeof why, " (with the other kv_store of its attention)");
+            else if (p->by_carried)
+                snprintf(why, sizeof why, " (its partition failed)");
+            else
+                snprintf(why, sizeof why, ": own cosine %.6f", cos);
+            snprintf(line, sizeof line, "check: moved %s node %d %s from %s to %s%s", g->name, i,
+                     g->nodes[i].name, from, m->backends[to], why);
+            log_line(c->o, line);
+        }
+        kiln_free(move);
+        if (st) return st;
+    }
+    for (int k = 0; k < m->n_methods; k++) /* runs of one backend merge, others split */
+        if ((st = kiln_graph_partition(&m->methods[k]))) return st;
+    *moved = 1;
+    return KILN_OK;
 }
 
 static kiln_status run_check(checker *c, const char *path, kiln_module *m, int *moved) {
@@ -260,7 +371,7 @@ static kiln_status run_check(checker *c, const char *path, kiln_module *m, int *
              "program and on ref; a partition passes when each node's own output has cosine >= "
              "%g against ref%s",
              n_pre, n_dec, threshold,
-             n_delegate ? ", a delegate's when what leaves it reaches the cosine shown" : "");
+             n_delegate ? " (a delegate's nodes: the cosine its line shows)" : "");
     log_line(o, line);
 
     /* ref: accuracy, and its times */
@@ -304,32 +415,14 @@ static kiln_status run_check(checker *c, const char *path, kiln_module *m, int *
                      n_bad > 2 ? "s" : "");
         return kiln_error(KILN_ERR_BACKEND,
                           "check: method '%s' partition #%d (%s, nodes %d..%d): node '%s'%s has "
-                          "cosine %.6f against ref, below %g%s; --check=fallback moves failing "
-                          "partitions to ref",
+                          "cosine %.6f against ref, below %g%s; --check=fallback moves the "
+                          "failing nodes to the next backend",
                           g->name, (int)(p - c->parts) - c->part_of[c->node_base[p->method]],
                           c->mod->backends[p->backend], p->first, p->last, g->nodes[p->worst].name,
-                          p->delegate ? ", leaving the delegate's partition," : "", p->cos, p->need,
-                          more);
+                          p->by_carried ? ", leaving the delegate's partition," : "", p->cos,
+                          p->need, more);
     }
-    /* fallback: those nodes to ref in the module the program is written from */
-    int ref;
-    if ((st = kiln_module_add_backend(m, "ref", &ref))) return st;
-    for (int k = 0; k < c->n_parts; k++) {
-        const part *p = &c->parts[k];
-        if (!p->failed) continue;
-        for (int i = p->first; i <= p->last; i++)
-            m->methods[p->method].nodes[i].backend = ref;
-        snprintf(line, sizeof line,
-                 "check: moved %s #%d (%s, nodes %d..%d) to ref: node %s has cosine %.6f",
-                 m->methods[p->method].name, k - c->part_of[c->node_base[p->method]],
-                 c->mod->backends[p->backend], p->first, p->last,
-                 m->methods[p->method].nodes[p->worst].name, p->cos);
-        log_line(o, line);
-    }
-    for (int k = 0; k < m->n_methods; k++) /* runs next to ref merge into one */
-        if ((st = kiln_graph_partition(&m->methods[k]))) return st;
-    *moved = 1;
-    return KILN_OK;
+    return fall_back(c, m, moved);
 }
 
 kiln_status kiln_check_partitions(const char *path, kiln_module *m, const kiln_compile_options *o,
@@ -343,6 +436,7 @@ kiln_status kiln_check_partitions(const char *path, kiln_module *m, const kiln_c
     kiln_free(c.be_ms);
     kiln_free(c.parts);
     kiln_free(c.part_of);
+    kiln_free(c.node_cos);
     kiln_free(c.node_base);
     return st;
 }

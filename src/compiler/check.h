@@ -19,9 +19,10 @@
  * times on its backend and on ref and their ratio, and the verdict.
  * `m` is the module `path` was written from (same methods and nodes).
  * o->check == 1: a failing partition is KILN_ERR_BACKEND naming the method,
- * partition, backend and worst node. o->check == 2: the failing partitions'
- * nodes are moved to ref in `m` (ref added to its backend list when
- * missing), said in the log, and *moved is set: the caller writes the
+ * partition, backend and worst node. o->check == 2: the failing nodes are
+ * moved in `m` to the next backend in its list that supports them, else to
+ * ref (added to the list when missing), said in the log, the methods are
+ * partitioned again and *moved is set: the caller prepares and writes the
  * program again. Allocation failure is KILN_ERR_NOMEM; a progress callback
  * asking to stop is KILN_ERR_CANCELLED. The program file is closed again on
  * return. */

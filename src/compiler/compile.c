@@ -121,7 +121,19 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
         kiln_outfile_discard(&out);
         /* the partitions changed: what the backends prepared is made again */
         kiln_module_drop_blobs(&m);
+        double t0 = kiln_now_ms();
         if ((st = kiln_module_prepare(&m, o)) || (st = kiln_module_verify(&m, 1))) goto done;
+        if (o->log) {
+            char line[160];
+            int parts = 0;
+            for (int k = 0; k < m.n_methods; k++)
+                parts += m.methods[k].n_parts;
+            snprintf(line, sizeof line,
+                     "check: %d partitions after the move, prepared again in %.2f s (not checked "
+                     "again)",
+                     parts, (kiln_now_ms() - t0) / 1e3);
+            o->log(o->log_user, line);
+        }
     }
     /* The last moment a stop leaves no file: after it the program is in place. */
     if ((st = stop_asked(o, "rename"))) goto done;

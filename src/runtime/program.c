@@ -25,11 +25,13 @@ kiln_status kiln_program_open(const char *path, kiln_program **out) {
 }
 
 /* kiln_open_options.backend: every node of every method moves to backend
- * `name`, which becomes the module's only backend, before any backend opens. */
+ * `name`, which becomes the module's only backend, before any backend opens.
+ * A delegate qualifies when it runs nodes alone (exec_alone): it then runs
+ * every node as a graph of its own, a debugging mode. */
 static kiln_status force_backend(kiln_module *m, const char *path, const char *name) {
     const kiln_backend *b = kiln_backend_find(name);
     if (!b) return kiln_error(KILN_ERR_UNSUPPORTED, "this build of kiln has no backend '%s'", name);
-    if (!b->exec)
+    if (!b->exec && !b->exec_alone)
         return kiln_error(KILN_ERR_UNSUPPORTED,
                           "backend '%s' runs what the compiler prepared for it: compile with "
                           "--backend %s instead of choosing it when the program opens",

@@ -173,9 +173,12 @@ static kiln_status run_node(kiln_session *s, int method, int part, int i) {
                           n->name);
     struct kiln_trace *tr = s->trace;
     uint64_t t0 = tr ? kiln_trace_now(tr) : 0;
-    st = p->backends[n->backend]->exec(p->backend_ctx[n->backend], n, in, out,
-                                       s->arena + g->scratch_offset,
-                                       g->arena_bytes - g->scratch_offset);
+    const kiln_backend *b = p->backends[n->backend];
+    void *ctx = p->backend_ctx[n->backend];
+    void *scratch = s->arena + g->scratch_offset;
+    uint64_t scratch_bytes = g->arena_bytes - g->scratch_offset;
+    st = b->exec ? b->exec(ctx, n, in, out, scratch, scratch_bytes)
+                 : b->exec_alone(ctx, g, n, in, out, scratch, scratch_bytes);
     if (tr) kiln_trace_node(tr, p, method, part, i, n, in, out, t0, kiln_trace_now(tr));
     if (st)
         return kiln_error_wrap(st, "method '%s', node '%s' (%s on %s)", g->name, n->name,
@@ -212,14 +215,15 @@ static kiln_status observe_outputs(kiln_session *s, int method, const kiln_parti
 
 /* One partition: a delegate's execute runs it whole (every node's shape
  * worked out first, so its outputs' shapes are known); the others run it
- * node by node. */
+ * node by node, as does a delegate made every node's backend when the
+ * program opened (kiln_open_options.backend: no blob, each node alone). */
 static kiln_status run_partition(kiln_session *s, int method, int part, kiln_exec_report *rep) {
     const kiln_program *p = s->prog;
     const kiln_graph *g = &p->mod.methods[method];
     const kiln_partition *pt = &g->parts[part];
     const kiln_backend *b = p->backends[pt->backend];
     kiln_status st = KILN_OK;
-    if (!b->execute) {
+    if (!b->execute || (pt->blob < 0 && b->exec_alone)) {
         for (int i = pt->first; i < pt->first + pt->n_nodes && !st; i++)
             st = run_node(s, method, part, i);
         return st;
@@ -346,12 +350,17 @@ kiln_status kiln_program_exec_node(const kiln_program *p, int method, int node,
         args[0] = &cache;
     }
     const kiln_backend *b = p->backends[n->backend];
-    if (!b->exec)
+    void *ctx = p->backend_ctx[n->backend];
+    kiln_status st;
+    if (b->exec)
+        st = b->exec(ctx, n, args, out, scratch, scratch_bytes);
+    else if (b->exec_alone)
+        st = b->exec_alone(ctx, g, n, args, out, scratch, scratch_bytes);
+    else
         return kiln_error(KILN_ERR_UNSUPPORTED,
                           "method '%s', node '%s': backend %s runs whole partitions, not one node "
                           "alone",
                           g->name, n->name, b->name);
-    kiln_status st = b->exec(p->backend_ctx[n->backend], n, args, out, scratch, scratch_bytes);
     return st ? kiln_error_wrap(st, "method '%s', node '%s' (%s on %s)", g->name, n->name,
                                 info->name, p->mod.backends[n->backend])
               : KILN_OK;

@@ -100,12 +100,17 @@ const char *qnn_quant_name(int mode);
 const char *qnn_quant_weights(int mode); /* what `kiln info` says of the weights */
 typedef struct qnn_quant_opts {
     int mode;
+    /* qnn:perturb=NODE, a test switch: that node's lowering is made wrong
+     * (every 8th column of its output negated inside the graph), so the
+     * debugger has a wrong lowering to find; NULL: none */
+    const char *perturb;
     int n_quantized; /* out, counted per graph */
 } qnn_quant_opts;
 
 /* Builds partition p of method g into a new QNN graph of ctx (already made
- * with rt), filling gi. Every op is validated first: a rejected one is an
- * error naming the node, the QNN op and the code. */
+ * with rt), filling gi (gi->graph: the finalized graph). Every op is
+ * validated first: a rejected one is an error naming the node, the QNN op
+ * and the code. */
 kiln_status qnn_lower_partition(const qnn_rt *rt, qnn_handle ctx, const kiln_module *m,
                                 const kiln_graph *g, const kiln_partition *p, const char *name,
                                 qnn_quant_opts *q, qnn_graph_info *gi);

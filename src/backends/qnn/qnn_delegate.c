@@ -1,12 +1,17 @@
 /* qnn_delegate.c: `qnn`, the Qualcomm HTP (Hexagon NPU) delegate.
- *   --backend qnn[:soc=SM8650][:quant=w8][:refuse=OP+OP],cpu
+ *   --backend qnn[:soc=SM8650][:quant=w8][:refuse=OP+OP][:perturb=NODE],cpu
  * At compile time every node QNN validates (qnn_lower.c) is the delegate's;
  * prepare builds each of its partitions into a graph of one QNN context,
  * prepared for the SoC, and stores the context binary with Kiln's table
  * of the graphs' tensors (qnn_blob.c) as the program's blob. At open the
  * binary is loaded; a call binds Kiln's buffers to the graph's inputs and
  * outputs, pads a short call to the graph's rows, and writes the KV rows
- * the graph returns into the cache (only the call's real rows). */
+ * the graph returns into the cache (only the call's real rows).
+ *
+ * For the debugging engine, exec_alone runs one node alone: its own graph,
+ * lowered as in prepare, built in a second context on first use and kept.
+ * refuse= and perturb= are test switches: ops sent elsewhere, and one
+ * node's lowering made wrong (qnn_lower.c) for the debugger to find. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +24,7 @@
 #define KEY_REFUSE "backend.qnn.refuse"
 #define KEY_SHARING "backend.qnn.weight_sharing"
 #define KEY_QUANT "backend.qnn.quant"
+#define KEY_PERTURB "backend.qnn.perturb"
 #define QNN_CHECK_COS_FP16 0.999
 #define QNN_CHECK_COS_W8 0.99
 
@@ -55,10 +61,20 @@ static kiln_status qnn_configure(kiln_module *m, const char *options) {
             sharing = 1;
         } else if (!strncmp(o, "refuse=", 7)) {
             st = kiln_test_refuse_set(m, "qnn", KEY_REFUSE, o + 7);
+        } else if (!strncmp(o, "perturb=", 8)) {
+            int found = 0;
+            for (int k = 0; k < m->n_methods && !found; k++)
+                for (int i = 0; i < m->methods[k].n_nodes && !found; i++)
+                    found = !strcmp(m->methods[k].nodes[i].name, o + 8);
+            if (!found)
+                return kiln_error(KILN_ERR_INVALID_ARG,
+                                  "backend 'qnn': perturb=%s: the model has no node of that name",
+                                  o + 8);
+            st = kiln_meta_set_str(m, KEY_PERTURB, o + 8);
         } else {
             return kiln_error(KILN_ERR_INVALID_ARG,
                               "backend 'qnn': unknown option '%s' (soc=NAME, quant=w8, "
-                              "refuse=OP+OP, weight-sharing)",
+                              "refuse=OP+OP, perturb=NODE, weight-sharing)",
                               o);
         }
     }
@@ -77,6 +93,10 @@ static kiln_status qnn_configure(kiln_module *m, const char *options) {
 static int qnn_supports(const kiln_module *m, const kiln_graph *g, const kiln_node *n) {
     if (kiln_test_refuses(m, KEY_REFUSE, n)) return 0;
     pthread_mutex_lock(&compile_lock);
+    /* a program opened with every node on qnn (no configure ran); without
+     * the library no node is supported */
+    if (!check_rt.lib)
+        (void)qnn_rt_open(&check_rt, (int)kiln_meta_int_or(m, KEY_SOC, QNN_SOC_DEFAULT));
     char why[256];
     int ok = check_rt.lib && qnn_validate_node(&check_rt, m, g, n, why, sizeof why);
     if (!ok && check_rt.lib) {
@@ -115,6 +135,15 @@ static void say(const kiln_prepare_options *o, const char *fmt, ...) {
     o->log(o->log_user, line);
 }
 
+/* How the module's graphs are lowered: the precision and the test switch. */
+static qnn_quant_opts lower_opts(const kiln_module *m) {
+    qnn_quant_opts qo = {.mode = (int)kiln_meta_int_or(m, KEY_QUANT, QNN_QUANT_FP16)};
+    if (qo.mode != QNN_QUANT_W8) qo.mode = QNN_QUANT_FP16;
+    const kiln_meta *e = kiln_meta_find(m, KEY_PERTURB);
+    if (e && e->type == KILN_META_STR) qo.perturb = e->s;
+    return qo;
+}
+
 static kiln_status qnn_prepare(kiln_module *m, int b, const kiln_prepare_options *o) {
     pthread_mutex_lock(&compile_lock);
     if (n_rejected)
@@ -127,8 +156,7 @@ static kiln_status qnn_prepare(kiln_module *m, int b, const kiln_prepare_options
             n_graphs += m->methods[k].parts[j].backend == b;
     if (!n_graphs) return KILN_OK;
     int soc = (int)kiln_meta_int_or(m, KEY_SOC, QNN_SOC_DEFAULT);
-    qnn_quant_opts qo = {.mode = (int)kiln_meta_int_or(m, KEY_QUANT, QNN_QUANT_FP16)};
-    if (qo.mode != QNN_QUANT_W8) qo.mode = QNN_QUANT_FP16;
+    qnn_quant_opts qo = lower_opts(m);
     qnn_rt rt;
     kiln_status st = qnn_rt_open(&rt, soc);
     if (st) return st;
@@ -216,6 +244,7 @@ static kiln_status qnn_prepare(kiln_module *m, int b, const kiln_prepare_options
           (st = kiln_blob_set_prop(
                bl, "quant_integer",
                "token ids and positions int32, masks fp16: never quantized")))) ||
+        (qo.perturb && (st = kiln_blob_set_prop(bl, "test_perturb", qo.perturb))) ||
         (sharing && ((st = kiln_blob_set_prop(bl, "weight_sharing", "yes")) ||
                      (st = kiln_blob_set_prop(bl, "device_only", "yes")))))
         return st;
@@ -257,6 +286,10 @@ typedef struct {
     pthread_mutex_t lock;
     stage *free_stages;
     prof_ops *prof; /* per graph of view, once profiled */
+    /* exec_alone: one graph per node run alone, in a context of their own */
+    qnn_handle alone_ctx;
+    qnn_graph_info *alone;
+    int n_alone, cap_alone;
 } qnn_ctx;
 
 static kiln_status qnn_open(const kiln_module *m, const kiln_open_options *options, void **out) {
@@ -272,6 +305,10 @@ static void qnn_close(void *ctx) {
     qnn_ctx *c = ctx;
     if (!c) return;
     if (c->ctx) c->rt.lib->fn->context_free(c->ctx, NULL);
+    if (c->alone_ctx) c->rt.lib->fn->context_free(c->alone_ctx, NULL);
+    for (int i = 0; i < c->n_alone; i++)
+        qnn_graph_info_free(&c->alone[i]);
+    kiln_free(c->alone);
     qnn_rt_close(&c->rt);
     qnn_blob_view_free(&c->view);
     for (stage *s = c->free_stages, *n; s; s = n) {
@@ -576,17 +613,12 @@ static void prof_report(qnn_ctx *c, int gi, const kiln_graph *g, const kiln_part
     }
 }
 
-static kiln_status qnn_execute(void *ctx, const kiln_graph *g, const kiln_partition *p,
-                               kiln_tensor *vals, void *scratch, uint64_t scratch_bytes,
-                               kiln_exec_report *rep) {
-    (void)scratch, (void)scratch_bytes;
+/* One call of graph gi (a partition's, or a node's alone: p NULL, not
+ * profiled), st_base its host buffers (stage_need). */
+static kiln_status run_graph(qnn_ctx *c, const qnn_graph_info *gi, const kiln_graph *g,
+                             const kiln_partition *p, kiln_tensor *vals, uint8_t *st_base,
+                             kiln_exec_report *rep) {
     uint64_t t_begin = now_ns();
-    qnn_ctx *c = ctx;
-    int method = (int)(g - c->m->methods), part = (int)(p - g->parts);
-    const qnn_graph_info *gi = c->ctx ? find_graph(c, method, part) : NULL;
-    if (!gi)
-        return kiln_error(KILN_ERR_BACKEND, "QNN: partition %d of method '%s' was never loaded",
-                          part, g->name);
     /* The call's rows: those of its first row-shaped input or output. */
     int64_t T = -1;
     for (int i = 0; i < gi->n_io && T < 0; i++)
@@ -602,8 +634,6 @@ static kiln_status qnn_execute(void *ctx, const kiln_graph *g, const kiln_partit
         return kiln_error(KILN_ERR_INVALID_ARG,
                           "position %d + %lld tokens does not fit the context of %lld", pos,
                           (long long)T, (long long)S);
-    uint8_t *st_base = stage_get(c);
-    if (!st_base) return kiln_error(KILN_ERR_NOMEM, "out of memory");
     /* The tensors' descriptions: the inputs, then the outputs, in the
      * order of the table. */
     uint32_t n_in = 0, n_out = 0;
@@ -673,7 +703,7 @@ static kiln_status qnn_execute(void *ctx, const kiln_graph *g, const kiln_partit
      * op's cycles); a profile that cannot be made leaves the call as it is. */
     qnn_handle pf = NULL;
     uint64_t t_prof = now_ns(); /* profiling's own time is not the host's */
-    if (rep->profile && c->rt.lib->fn->profile_create(c->rt.be, QNN_PROFILE_DETAILED, &pf))
+    if (rep->profile && p && c->rt.lib->fn->profile_create(c->rt.be, QNN_PROFILE_DETAILED, &pf))
         pf = NULL;
     qnn_clear_log();
     uint64_t t_exec = now_ns(), prof_ns = t_exec - t_prof;
@@ -705,8 +735,119 @@ static kiln_status qnn_execute(void *ctx, const kiln_graph *g, const kiln_partit
             memmove(d, d + (uint64_t)(T - 1) * row, (size_t)row);
         }
     }
-    stage_put(c, st_base);
     rep->host_ns = (t_exec - t_begin) + (now_ns() - t_done) - prof_ns;
+    return st;
+}
+
+static kiln_status qnn_execute(void *ctx, const kiln_graph *g, const kiln_partition *p,
+                               kiln_tensor *vals, void *scratch, uint64_t scratch_bytes,
+                               kiln_exec_report *rep) {
+    (void)scratch, (void)scratch_bytes;
+    qnn_ctx *c = ctx;
+    int method = (int)(g - c->m->methods), part = (int)(p - g->parts);
+    const qnn_graph_info *gi = c->ctx ? find_graph(c, method, part) : NULL;
+    if (!gi)
+        return kiln_error(KILN_ERR_BACKEND, "QNN: partition %d of method '%s' was never loaded",
+                          part, g->name);
+    uint8_t *st_base = stage_get(c);
+    if (!st_base) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    kiln_status st = run_graph(c, gi, g, p, vals, st_base, rep);
+    stage_put(c, st_base);
+    return st;
+}
+
+/* ---- one node alone (the debugging engine) ------------------------------------------ */
+
+/* Node n's own graph: found, or lowered alone into the second context (the
+ * handles opened here when no blob was loaded) and kept. Under c->lock. */
+static kiln_status alone_graph(qnn_ctx *c, const kiln_graph *g, const kiln_node *n,
+                               const qnn_graph_info **out) {
+    int method = (int)(g - c->m->methods), node = (int)(n - g->nodes);
+    for (int i = 0; i < c->n_alone; i++)
+        if (c->alone[i].method == method && c->alone[i].part == node) {
+            *out = &c->alone[i];
+            return KILN_OK;
+        }
+    kiln_status st = KILN_OK;
+    if (!c->rt.lib &&
+        (st = qnn_rt_open(&c->rt, (int)kiln_meta_int_or(c->m, KEY_SOC, QNN_SOC_DEFAULT))))
+        return st;
+    const qnn_fn *f = c->rt.lib->fn;
+    qnn_err e;
+    if (!c->alone_ctx && (e = f->context_create(c->rt.be, c->rt.dev, NULL, &c->alone_ctx)))
+        return qnn_fail(c->rt.lib, "contextCreate", e);
+    if (c->n_alone == c->cap_alone) {
+        int cap = c->cap_alone ? 2 * c->cap_alone : 64;
+        qnn_graph_info *a = kiln_realloc(c->alone, sizeof *a * (size_t)cap);
+        if (!a) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+        c->alone = a, c->cap_alone = cap;
+    }
+    int32_t outv = n->out;
+    kiln_partition p = {
+        .backend = n->backend, .first = node, .n_nodes = 1, .n_out = 1, .out = &outv, .blob = -1};
+    char name[KILN_NAME_MAX + 32];
+    snprintf(name, sizeof name, "alone_%.200s_n%d", g->name, node);
+    qnn_quant_opts qo = lower_opts(c->m);
+    qnn_graph_info *gi = &c->alone[c->n_alone];
+    int quiet = qnn_quiet_begin();
+    st = qnn_lower_partition(&c->rt, c->alone_ctx, c->m, g, &p, name, &qo, gi);
+    qnn_quiet_end(quiet);
+    if (st) return kiln_error_wrap(st, "QNN: node '%s' alone", n->name);
+    gi->method = method, gi->part = node;
+    c->n_alone++;
+    *out = gi;
+    return KILN_OK;
+}
+
+/* Node n alone, on the caller's tensors. The graph reads and writes whole
+ * rows (Tm of them), so activations go through copies of that size: the
+ * caller's tensors hold only the call's rows and are never written but
+ * for out (and a kv_store's rows, into the cache copy out holds). */
+static kiln_status qnn_exec_alone(void *ctx, const kiln_graph *g, const kiln_node *n,
+                                  const kiln_tensor *const *in, kiln_tensor *out, void *scratch,
+                                  uint64_t scratch_bytes) {
+    (void)scratch, (void)scratch_bytes;
+    qnn_ctx *c = ctx;
+    const qnn_graph_info *gi = NULL;
+    pthread_mutex_lock(&c->lock);
+    kiln_status st = alone_graph(c, g, n, &gi);
+    pthread_mutex_unlock(&c->lock);
+    if (st) return st;
+    kiln_tensor *vals = kiln_calloc((size_t)g->n_values, sizeof *vals);
+    uint64_t need = stage_need(gi);
+    for (int i = 0; i < gi->n_io; i++)
+        if (!is_staged(&gi->io[i])) need += (io_bytes(&gi->io[i]) + 63) & ~(uint64_t)63;
+    uint8_t *buf = kiln_malloc(need ? (size_t)need : 1);
+    if (!vals || !buf) {
+        kiln_free(vals);
+        kiln_free(buf);
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    }
+    for (int j = 0; j < n->n_in; j++)
+        vals[n->in[j]] = *in[j];
+    vals[n->out] = *out;
+    /* the activations' copies after the staged part, in the table's order */
+    uint8_t *at = buf + stage_need(gi);
+    for (int i = 0; i < gi->n_io; i++) {
+        const qnn_io *x = &gi->io[i];
+        if (is_staged(x) || x->role == QNN_IN_STATE) continue;
+        kiln_tensor *v = &vals[x->value];
+        uint64_t bytes = io_bytes(x), have = kiln_tensor_bytes(v);
+        if (x->role == QNN_IN_VALUE) memcpy(at, v->data, (size_t)(have < bytes ? have : bytes));
+        v->data = at;
+        at += (bytes + 63) & ~(uint64_t)63;
+    }
+    kiln_exec_report rep;
+    memset(&rep, 0, sizeof rep);
+    st = run_graph(c, gi, g, NULL, vals, buf, &rep);
+    for (int i = 0; i < gi->n_io && !st; i++) {
+        const qnn_io *x = &gi->io[i];
+        if (x->role != QNN_OUT_VALUE && x->role != QNN_OUT_LOGITS) continue;
+        uint64_t bytes = io_bytes(x), want = kiln_tensor_bytes(out);
+        memcpy(out->data, vals[x->value].data, (size_t)(want < bytes ? want : bytes));
+    }
+    kiln_free(vals);
+    kiln_free(buf);
     return st;
 }
 
@@ -734,4 +875,5 @@ const kiln_backend kiln_backend_qnn_impl = {
     .load = qnn_load,
     .execute = qnn_execute,
     .check_cos = qnn_check_cos,
+    .exec_alone = qnn_exec_alone,
 };

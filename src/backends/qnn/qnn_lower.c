@@ -394,9 +394,27 @@ static qnn_tensor get(lower *L, int32_t vi) {
     return q->t;
 }
 
+/* qnn:perturb=NODE: node L->node's output t [.., W] with every 8th column
+ * negated (cosine ignores scale; a sign pattern it cannot), else t. */
+static qnn_tensor perturbed(lower *L, qnn_tensor t, int rank, const uint32_t *dims) {
+    if (!L->q || !L->q->perturb || !L->node || strcmp(L->node->name, L->q->perturb) || L->st)
+        return t;
+    uint32_t W = dims[rank - 1];
+    uint16_t *sign = L->graph ? kiln_malloc(sizeof(uint16_t) * W) : NULL;
+    if (L->graph && !sign) {
+        L->st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+        return t;
+    }
+    for (uint32_t j = 0; sign && j < W; j++)
+        sign[j] = kiln_f32_to_f16(j % 8 == 3 ? -1.0f : 1.0f);
+    return op2(L, "ElementWiseMultiply", t, stat(L, NULL, QNN_FLOAT16, 1, &W, sign), rank, dims);
+}
+
 static void set(lower *L, int32_t vi, qnn_tensor t) {
     L->vals[vi].kind = 1;
-    L->vals[vi].t = t;
+    uint32_t dims[KILN_MAX_DIMS];
+    int rank = value_dims(&L->g->values[vi], dims);
+    L->vals[vi].t = perturbed(L, t, rank, dims);
 }
 
 static qnn_tensor positions(lower *L) {
@@ -721,7 +739,7 @@ static void lower_kv_store(lower *L, const kiln_node *n) {
     const kiln_value *cv = &L->g->values[n->in[0]], *xv = &L->g->values[n->in[1]];
     const kiln_state *s = &L->m->states[cv->ref];
     uint32_t dims[2] = {(uint32_t)xv->ne[0], (uint32_t)xv->ne[1]};
-    qnn_tensor x = get(L, n->in[1]);
+    qnn_tensor x = perturbed(L, get(L, n->in[1]), 2, dims);
     char name[KILN_NAME_MAX + 8];
     snprintf(name, sizeof name, "out.%s", n->name);
     qnn_tensor o = io(L, QNN_OUT_KV_ROWS, n->out, name,
@@ -790,7 +808,7 @@ static void lower_attention(lower *L, const kiln_node *n) {
 static void lower_logits(lower *L, const kiln_node *n) {
     const kiln_value *xv = &L->g->values[n->in[0]], *wv = &L->g->values[n->in[1]];
     uint32_t dims[2] = {(uint32_t)xv->ne[0], (uint32_t)wv->ne[0]};
-    qnn_tensor y = matmul(L, n);
+    qnn_tensor y = perturbed(L, matmul(L, n), 2, dims);
     char name[KILN_NAME_MAX + 8];
     snprintf(name, sizeof name, "out.%s", L->g->values[n->out].name);
     cast(L, y, io(L, QNN_OUT_LOGITS, n->out, name, QNN_FLOAT32, 2, dims));
@@ -898,6 +916,7 @@ kiln_status qnn_lower_partition(const qnn_rt *rt, qnn_handle ctx, const kiln_mod
     drop_keep(&L);
     kiln_free(L.vals);
     if (L.st) qnn_graph_info_free(gi);
+    gi->graph = L.st ? NULL : L.graph;
     return L.st;
 }
 

@@ -8,7 +8,8 @@
  *   --backend testd[:refuse=OP+OP][:perturb=NODE],cpu
  * refuse= sends ops elsewhere, which splits a method into several
  * partitions; perturb= makes one node's output wrong inside its partition,
- * as the test backend does (so `compile --check` has a delegate to fail). */
+ * as the test backend does (so `compile --check` has a delegate to fail),
+ * and alone (exec_alone, as QNN's graphs of one node are). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,16 @@ static kiln_status testd_execute(void *ctx, const kiln_graph *g, const kiln_part
     return KILN_OK;
 }
 
+/* One node alone: as inside its partition. */
+static kiln_status testd_exec_alone(void *ctx, const kiln_graph *g, const kiln_node *n,
+                                    const kiln_tensor *const *in, kiln_tensor *out, void *scratch,
+                                    uint64_t scratch_bytes) {
+    (void)g;
+    kiln_status st = kiln_ref_exec(NULL, n, in, out, scratch, scratch_bytes);
+    if (!st) kiln_test_perturb(((testd_ctx *)ctx)->perturb, n, out);
+    return st;
+}
+
 static const char *testd_unit(void *ctx, const kiln_node *n, const kiln_tensor *const *in) {
     return "testd delegate";
 }
@@ -186,4 +197,5 @@ const kiln_backend kiln_backend_testd_impl = {
     .prepare = testd_prepare,
     .load = testd_load,
     .execute = testd_execute,
+    .exec_alone = testd_exec_alone,
 };
