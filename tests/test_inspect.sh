@@ -355,6 +355,23 @@ assert ops and all(e['args']['estimated'] for e in ops)
 else
   skipped delegate_ops_add_up "no python3"
 fi
+# --html: the delegate's ops as a timeline lane and by type; a trace without any hides that chart
+expect delegate_html 0 "wrote the HTML report" -- "$KILN" inspect "$DT" --html "$WORK/d.html"
+if grep -q '"delegateOps":\[{"backend":"testd","op":"' "$WORK/d.html" && grep -q '"ops":\[\[' "$WORK/d.html" &&
+   grep -q '"delegateOps":\[\]' "$WORK/r.html"; then ok delegate_html_data
+else bad delegate_html_data "$(grep -o '"delegateOps":.\{0,60\}' "$WORK/d.html" | head -1)"; fi
+if [ -n "$CHROMIUM" ]; then
+  dom=$(timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$WORK/chrome-d" \
+    --dump-dom "file://$WORK/d.html" 2>/dev/null)
+  bars=$(grep -o '<div id="by-delegate-op"><svg[^>]*>.*</svg></div>' <<<"$dom" | grep -o '<rect' | wc -l)
+  if grep -q 'data-rendered="yes"' <<<"$dom" && grep -q '>delegate op</text>' <<<"$dom" && [ "$bars" -ge 2 ] &&
+     grep -q 'id="delegate-note">ops inside the testd partitions' <<<"$dom"; then ok "delegate_html_renders ($bars op types)"
+  else bad delegate_html_renders "$bars bars: $(grep -o 'id="delegate-section".\{0,200\}' <<<"$dom" | head -1)"; fi
+  dom=$(timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$WORK/chrome-r2" \
+    --dump-dom "file://$WORK/r.html" 2>/dev/null)
+  if grep -q 'id="delegate-section" style="display: none;"' <<<"$dom"; then ok delegate_html_hidden_without
+  else bad delegate_html_hidden_without "$(grep -o '<section id="delegate-section"[^>]*>' <<<"$dom")"; fi
+fi
 # the version 2 rules
 OP=$(grep -n -m1 '"ev":"op"' "$DT" | cut -d: -f1)
 D=$WORK/dd.trace

@@ -240,11 +240,17 @@ static const char SCRIPT[] =
     "const opColor = {};\n"
     "opsByTime.forEach((op, i) => { opColor[op] = PALETTE[i % PALETTE.length]; });\n"
     "function colorOf(op) { return opColor[op] || '#999'; }\n"
-    "function legend(parent, ops) {\n"
+    "const dopTime = {};\n"
+    "for (const r of D.delegateOps) dopTime[r.op] = (dopTime[r.op] || 0) + r.ms;\n"
+    "const dopsByTime = Object.keys(dopTime).sort((a, b) => dopTime[b] - dopTime[a]);\n"
+    "const dopColor = {};\n"
+    "dopsByTime.forEach((op, i) => { dopColor[op] = PALETTE[(i + 5) % PALETTE.length]; });\n"
+    "function colorOfDop(op) { return dopColor[op || '(untyped)'] || '#999'; }\n"
+    "function legend(parent, ops, color) {\n"
     "  const l = h('div', {class: 'legend'}, parent);\n"
     "  for (const op of ops) {\n"
     "    const s = h('span', {}, l);\n"
-    "    h('i', {style: 'background:' + colorOf(op)}, s);\n"
+    "    h('i', {style: 'background:' + (color || colorOf)(op)}, s);\n"
     "    s.appendChild(document.createTextNode(op));\n"
     "  }\n"
     "}\n"
@@ -285,7 +291,8 @@ static const char SCRIPT[] =
     "  const T = D.timeline, box = document.getElementById('timeline');\n"
     "  box.textContent = '';\n"
     "  const W = Math.max(box.clientWidth || 1300, 600), L = 78, w = W - L - 10;\n"
-    "  const lanes = ['method', 'partition', 'node'], top = 22, lh = 30;\n"
+    "  const lanes = ['method', 'partition', 'node'].concat(T.ops.length ? ['delegate op'] : []);\n"
+    "  const top = 22, lh = 30;\n"
     "  const s = svg('svg', {width: W, height: top + lanes.length * lh + 10, id: 'timeline-svg'}, "
     "box);\n"
     "  const x = t => L + (t - a) / (b - a) * w;\n"
@@ -333,6 +340,11 @@ static const char SCRIPT[] =
     "+\n"
     "      fnum(n[7]) + 'flop, ' + fnum(n[8]) + 'B', n[6] ? '#b0361e' : undefined);\n"
     "  }\n"
+    "  for (const o of T.ops)\n"
+    "    rect(o[0], o[1], 3, colorOfDop(T.str[o[3]]), T.str[o[2]] + ': ' + (T.str[o[3]] || "
+    "'(untyped)') +\n"
+    "      ', ' + o[4] + ' cycles, ' + fms((o[1] - o[0]) / 1000) + ' ms (estimated from its "
+    "cycles)');\n"
     "}\n"
     "{\n"
     "  const T = D.timeline, sel = document.getElementById('timeline-window');\n"
@@ -340,6 +352,8 @@ static const char SCRIPT[] =
     "  for (const n of T.nodes) { const op = T.str[n[3]]; if (!ops.includes(op)) ops.push(op); }\n"
     "  ops.sort((p, q) => opsByTime.indexOf(p) - opsByTime.indexOf(q));\n"
     "  legend(document.getElementById('timeline-legend'), ops);\n"
+    "  if (T.ops.length) /* the delegate op lane's types */\n"
+    "    legend(document.getElementById('timeline-legend'), dopsByTime, colorOfDop);\n"
     "  if (T.calls.length) {\n"
     "    const a = T.calls[0][2], b = T.calls[T.calls.length - 1][3];\n"
     "    h('option', {value: 'all'}, sel, 'calls ' + T.calls[0][0] + '..' + T.calls[T.calls.length "
@@ -382,6 +396,24 @@ static const char SCRIPT[] =
     "  color: b.fallback ? '#e15759' : '#4e79a7'})).concat([{name: '(executor)', ms: "
     "D.executor_ms,\n"
     "  color: '#bab0ac'}]), D.all_ms);\n"
+    "if (D.delegateOps.length) {\n"
+    "  /* each delegate's share: its ops' time against its partitions' time */\n"
+    "  const part = {};\n"
+    "  for (const b of D.backends) part[b.name] = b.ms;\n"
+    "  const names = [...new Set(D.delegateOps.map(r => r.backend))];\n"
+    "  const tot = names.reduce((a, n) => a + (part[n] || 0), 0);\n"
+    "  bars('by-delegate-op', dopsByTime.map(op => ({name: op, ms: dopTime[op], color: "
+    "colorOfDop(op)})),\n"
+    "    tot || D.all_ms);\n"
+    "  document.getElementById('delegate-note').textContent = 'ops inside the ' + names.join(', ') "
+    "+\n"
+    "    ' partitions (' + fms(tot) + ' ms, ' + (100 * tot / D.all_ms).toFixed(1) + '% of all "
+    "method time), by ' +\n"
+    "    'op type over every method, as shares of those partitions; durations apportion the "
+    "delegate' +\n"
+    "    String.fromCharCode(39) + 's own execute time by cycles (estimated; an emulator models "
+    "its cycles)';\n"
+    "} else document.getElementById('delegate-section').style.display = 'none';\n"
     "\n"
     "/* ---- roofline ------------------------------------------------------------------ */\n"
     "{\n"
@@ -625,6 +657,16 @@ static kiln_status write_timeline(FILE *f, const insp_report *r) {
                     id[s[k]] = n_ids++;
                 }
         }
+    for (int64_t c = first; t->n_calls && c <= last; c++) /* and of its delegate ops */
+        for (int64_t x = t->calls[c].first_op; x < t->calls[c].first_op + t->calls[c].n_ops; x++) {
+            int32_t s[2] = {t->ops[x].name, t->ops[x].type};
+            for (int k = 0; k < 2; k++)
+                if (id[s[k]] < 0) {
+                    fputs(n_ids ? "," : "", f);
+                    insp_json_str(f, t->str[s[k]], 1);
+                    id[s[k]] = n_ids++;
+                }
+        }
     fprintf(f, "],\"backends\":[");
     for (int b = 0; b < t->n_backends; b++) {
         fputs(b ? "," : "", f);
@@ -660,6 +702,16 @@ static kiln_status write_timeline(FILE *f, const insp_report *r) {
             fprintf(f, "%s[%.3f,%.3f,%d,%d,%d,%d,%d,%.6g,%.6g]", any++ ? ",\n" : "",
                     (double)(n->t0 - origin) / 1e3, (double)(n->t1 - origin) / 1e3, id[n->name],
                     id[n->op], id[n->unit], n->backend, n->fallback, n->flops, n->bytes);
+        }
+    /* [t0, t1, name, type, cycles]: a delegate's ops, times estimated from cycles */
+    fprintf(f, "],\n\"ops\":[");
+    any = 0;
+    for (int64_t c = first; t->n_calls && c <= last; c++)
+        for (int64_t x = t->calls[c].first_op; x < t->calls[c].first_op + t->calls[c].n_ops; x++) {
+            const insp_op *o = &t->ops[x];
+            fprintf(f, "%s[%.3f,%.3f,%d,%d,%llu]", any++ ? ",\n" : "",
+                    (double)(o->t0 - origin) / 1e3, (double)(o->t1 - origin) / 1e3, id[o->name],
+                    id[o->type], (unsigned long long)o->cycles);
         }
     char note[300];
     if (t->n_calls)
@@ -817,6 +869,20 @@ static void data_ops(FILE *f, const insp_report *r, const insp_report *by_op) {
         jnum(f, k == 2 ? rf.pct : NAN);
         fprintf(f, ",\"bound\":\"%s\"}", k == 2 ? rf.memory_bound ? "memory" : "compute" : "");
     }
+    /* a delegate's ops by type over every method: {backend, op, calls, ms} */
+    fprintf(f, "],\n\"delegateOps\":[");
+    any = 0;
+    for (int64_t i = 0; i < by_op->n_rows; i++) {
+        const insp_row *w = &by_op->rows[i];
+        if (w->kind != ROW_DELEGATE_OP) continue;
+        fprintf(f, "%s{\"backend\":", any++ ? ",\n" : "");
+        insp_json_str(f, w->backend >= 0 ? t->backends[w->backend] : "", 1);
+        fprintf(f, ",\"op\":");
+        insp_json_str(f, w->name, 1);
+        fprintf(f, ",\"calls\":%lld,\"ms\":", (long long)w->calls);
+        jnum(f, w->total);
+        fputc('}', f);
+    }
     fprintf(f, "],\n\"backends\":[");
     any = 0;
     for (int b = 0; b < t->n_backends && b < 256; b++) {
@@ -896,6 +962,8 @@ kiln_status insp_write_html(const insp_report *r, const insp_report *by_op, cons
           "<section><h2>Time by backend</h2><div id=\"by-backend\"></div>"
           "<p class=\"note\">partitions of each backend; (executor): the method calls' time "
           "outside partitions</p></section></div>\n"
+          "<section id=\"delegate-section\"><h2>Delegate time by op</h2>"
+          "<div id=\"by-delegate-op\"></div><p class=\"note\" id=\"delegate-note\"></p></section>\n"
           "<section><h2>Roofline</h2><div id=\"roofline\"></div><div id=\"roofline-legend\">"
           "</div></section>\n"
           "<section><h2>Memory</h2><div id=\"memory\"></div></section>\n"
