@@ -16,8 +16,8 @@
 #   (qnn_interleave, found beside QNN_GREEDY); damaged blobs and an
 #   out-of-range position.
 #   smollm2 (slow label): SmolLM2-135M-Instruct on QNN against ref, the main
-#   job's question, perplexity against the cpu program; with int8 weights,
-#   --check.
+#   job's question, kiln debug (every node alone on QNN), perplexity against
+#   the cpu program; with int8 weights, --check.
 # The library: $KILN_QNN_LIB, else the cache scripts/fetch-qnn.sh fills. Without
 # it the real checks skip, except under CI, where they fail; KILN_QNN_SKIP=1
 # (scripts/test.sh when the fetch failed outside CI) skips them.
@@ -346,6 +346,14 @@ if [ $? = 0 ] && awk -v m="$med" -v f="$first" 'BEGIN {exit !(m >= 0.999 && f >=
   ok "smollm2_vs_ref (prefill cosine $first, median $med; $(tail -1 <<<"$out"))"
 else bad smollm2_vs_ref "$(tail -3 <<<"$out")"; fi
 expect smollm2_paris 0 "Paris" -- "$KILN" generate -m "$P" --chat -p "What is the capital of France?" -n 16 --temp 0
+# the delegate debugger on a real model: every node alone as its own QNN
+# graph (464 of them), none wrong on its own at fp16's bar
+t0=$(date +%s)
+out=$("$KILN" debug -m "$P" -p "The capital of France is" 2>&1)
+if grep -q '^first own error: none (every node given the reference' <<<"$out" &&
+   grep -q '^summary: 513 nodes' <<<"$out"; then
+  ok "smollm2_debug ($(( $(date +%s) - t0 )) s; lowest own cos $(sed 's/  <-.*//' <<<"$out" | awk '$1 ~ /^[0-9]+$/ {print $(NF-1)}' | sort -n | head -1))"
+else bad smollm2_debug "$(grep -E '^(summary|first|verdict)|error' <<<"$out" | head -4)"; fi
 # perplexity within 2% of the cpu program's
 "$KILN" compile "$GGUF" --prefill 32 --max-seq 512 -o "$WORK/cpu.kiln" >/dev/null 2>&1
 python3 -c "

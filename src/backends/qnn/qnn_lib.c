@@ -210,6 +210,7 @@ kiln_status qnn_rt_open(qnn_rt *rt, int soc) {
     int quiet = qnn_quiet_begin();
     st = open_handles(rt, f, soc);
     qnn_quiet_end(quiet);
+    if (st) qnn_rt_close(rt); /* all or nothing: rt->lib set means open */
     return st;
 }
 
