@@ -45,6 +45,10 @@ if [ "$MODE" = quick ] && [ -f "$S/stories260K.bin" ]; then
   expect lib_api_old 1 "has core API 2.39.0; Kiln needs 2.40 or newer" -- \
     env KILN_QNN_LIB="${FAKE}_2_39" "$KILN" "${C[@]}" --backend qnn,cpu
   [ -e "$WORK/x.kiln" ] && bad lib_nothing_written "a program was written" || ok lib_nothing_written
+  # every node on qnn at open (debug --backend qnn) without the library: the reason is given
+  "$KILN" "${C[@]}" >/dev/null 2>&1
+  expect lib_missing_at_open 1 "cannot run on backend qnn: QNN: \$KILN_QNN_LIB names '$WORK/none', which has no libQnnHtp.so" -- \
+    env KILN_QNN_LIB="$WORK/none" "$KILN" debug -m "$WORK/x.kiln" --backend qnn -n 2
 else
   [ "$MODE" = quick ] && skipped lib_checks "no stories260K under $SHARED"
 fi

@@ -39,11 +39,16 @@ static kiln_status force_backend(kiln_module *m, const char *path, const char *n
     for (int k = 0; k < m->n_methods; k++)
         for (int i = 0; i < m->methods[k].n_nodes; i++) {
             const kiln_node *n = &m->methods[k].nodes[i];
-            if (!b->supports(m, &m->methods[k], n))
+            kiln_error(KILN_OK, "%s", ""); /* a reason supports() may leave */
+            if (!b->supports(m, &m->methods[k], n)) {
+                char why[600] = "";
+                if (kiln_last_status() != KILN_OK && *kiln_last_error())
+                    snprintf(why, sizeof why, ": %s", kiln_last_error());
                 return kiln_error(KILN_ERR_UNSUPPORTED,
-                                  "'%s': method '%s', node '%s' (%s) cannot run on backend %s",
+                                  "'%s': method '%s', node '%s' (%s) cannot run on backend %s%s",
                                   kiln_basename(path), m->methods[k].name, n->name,
-                                  kiln_op_get(n->op)->name, name);
+                                  kiln_op_get(n->op)->name, name, why);
+            }
         }
     char *s = kiln_strdup(name);
     if (!s) return kiln_error(KILN_ERR_NOMEM, "out of memory");
