@@ -94,8 +94,9 @@ typedef struct kiln_backend {
      * does, through the same lowering as its partitions (QNN builds a graph
      * of that node on first use, so the first call of each node is slow).
      * For the debugging engine: a node given exactly the reference's
-     * inputs, which tells a wrong lowering from error carried in; the
-     * executor never calls it. */
+     * inputs, which tells a wrong lowering from error carried in. The
+     * executor calls it only when the program was opened with this backend
+     * for every node (kiln_open_options.backend: no blob, node by node). */
     kiln_status (*exec_alone)(void *ctx, const kiln_graph *g, const kiln_node *n,
                               const kiln_tensor *const *in, kiln_tensor *out, void *scratch,
                               uint64_t scratch_bytes);
