@@ -58,6 +58,14 @@ static const kiln_cli_flag FLAGS[] = {
      .bits = KILN_CLI_OPEN_LO, .rule = "is a cosine in {range}",
      .help = "the cosine each node's own output must reach, in\n"
              "(0, 1] (default 0.99)"},
+    {KILN_CLI_STR, "--calibrate", "FILE", OPT(calibrate), .path = KILN_CLI_IN_FILE,
+     .help = "measure activation ranges on ref over this UTF-8 text\n"
+             "before the backends prepare (stored in the program;\n"
+             "a backend that quantizes activations asks for it\n"
+             "itself; default text: a built-in English one)"},
+    {KILN_CLI_INT, "--calibrate-tokens", "N", OPT(calibrate_tokens), .lo = 8, .hi = 1 << 20,
+     .help = "tokens of the text to run (default 128, at most the\n"
+             "context; the text must have as many)"},
     KILN_CLI_QNN_LIB(offsetof(options, qnn_lib)),
     {KILN_CLI_END},
 };

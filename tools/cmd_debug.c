@@ -71,7 +71,10 @@ static const kiln_cli_flag FLAGS[] = {
     {KILN_CLI_DOUBLE, "--threshold", "COS", OPT(threshold), .lo = 0, .hi = 1,
      .rule = "is a cosine similarity in {range}",
      .help = "a node is past the threshold when its cosine is\n"
-             "below COS (default 0.999; 0..1)"},
+             "below COS (0..1; default: the bar of the delegate\n"
+             "the program runs on, for its precision, as compile\n"
+             "--check holds it to (qnn: 0.999 fp16, 0.99 16a8w),\n"
+             "else 0.999)"},
     {KILN_CLI_STR, "--dump", "DIR", OPT(dump), .path = KILN_CLI_OUT_DIR, .bits = KILN_CLI_NONEMPTY,
      .help = "write the call's inputs (role input) and every\n"
              "node's output (role backend, role reference; node\n"
@@ -98,7 +101,7 @@ static void init(void *p) {
     options *o = p;
     memset(o, 0, sizeof *o);
     o->reference = "ref";
-    o->threshold = 0.999;
+    o->threshold = -1; /* not given: the delegate's bar, else 0.999 */
     o->position = -1;
 }
 
@@ -796,6 +799,8 @@ int kiln_cmd_debug(int argc, char **argv) {
     dopt.cancel = interrupted;
     if ((st = kiln_debugger_open(o.model, &dopt, &d.dbg))) return kiln_cli_fail(CMD, st);
     d.prog = kiln_debugger_program(d.dbg, KILN_DEBUG_BACKEND);
+    if (o.threshold < 0)
+        o.threshold = kiln_debugger_bar(d.dbg) > 0 ? kiln_debugger_bar(d.dbg) : 0.999;
 
     const char *mname = o.method;
     if (!mname) mname = kiln_program_find_method(d.prog, "prefill", &d.method) ? "0" : "prefill";

@@ -3,9 +3,9 @@
  * The compiler imports a checkpoint (a llama2.c `.bin` with its
  * `tokenizer.bin`, a GGUF file, or a Hugging Face folder: config.json,
  * *.safetensors, tokenizer.json), builds one graph per method (`prefill`,
- * `decode`), prunes, quantizes, partitions, packs and plans them, and
- * writes the program file, which it then reopens and verifies
- * (docs/ARCHITECTURE.md §1). Errors follow kiln.h: a status plus
+ * `decode`), prunes, quantizes, partitions, calibrates (when asked),
+ * packs and plans them, and writes the program file, which it then reopens
+ * and verifies (docs/ARCHITECTURE.md §1). Errors follow kiln.h: a status plus
  * kiln_last_error().
  */
 #ifndef KILN_COMPILE_H
@@ -17,9 +17,10 @@
 extern "C" {
 #endif
 
-/* Progress of a long step (writing weights, --check), and between steps
- * with done = total = 0 (the stage about to start: "quantize", "prepare",
- * "write", "verify", "rename"). Return non-zero to cancel: the compiler then
+/* Progress of a long step (writing weights, calibration, --check), and
+ * between steps with done = total = 0 (the stage about to start:
+ * "quantize", "calibrate" when calibration runs, "prepare", "write",
+ * "verify", "rename"). Return non-zero to cancel: the compiler then
  * stops, removes its partial output and returns KILN_ERR_CANCELLED; a stop
  * asked for at "rename" or before leaves no file (an old one stays). */
 typedef int (*kiln_progress_fn)(void *user, const char *stage, uint64_t done, uint64_t total);
@@ -67,6 +68,21 @@ typedef struct kiln_compile_options {
     /* Cosine similarity a node's own output must reach, in (0, 1]; 0 = the
      * default, 0.99. */
     double check_threshold;
+    /* Calibration: before each backend's prepare, the program as compiled
+     * so far runs on ref over a text (its first calibrate_tokens tokens,
+     * encoded as generation encodes a prompt: through prefill, the last
+     * eighth, at most 16, through decode), and the range of every f32
+     * value and of every attention's scaled scores is stored in the
+     * program's "calibration.*" metadata (docs/FORMAT.md §7.1), for a
+     * backend that quantizes activations. It runs when such a backend is
+     * listed, or when either field below is set. Path of a UTF-8 text
+     * file; NULL = a built-in English text of a few paragraphs. An empty
+     * text, one with fewer tokens than asked for, or a count past the
+     * context is KILN_ERR_INVALID_ARG. */
+    const char *calibrate;
+    /* Tokens of the text to run, 8..1048576; 0 = 128 (at most the
+     * context). */
+    int calibrate_tokens;
     kiln_progress_fn progress; /* may be NULL */
     void *progress_user;
     /* Receives one line per notable step (what was converted); may be NULL. */

@@ -100,6 +100,11 @@ typedef struct kiln_backend {
     kiln_status (*exec_alone)(void *ctx, const kiln_graph *g, const kiln_node *n,
                               const kiln_tensor *const *in, kiln_tensor *out, void *scratch,
                               uint64_t scratch_bytes);
+    /* Compile time (may be NULL: no): 1 when this backend's prepare needs
+     * activation ranges from a calibration run (the compiler's calibrate
+     * pass, compiler/passes.h, runs ref over a text and stores them as the
+     * module's "calibration.*" metadata before prepare). */
+    int (*wants_ranges)(const kiln_module *m);
 } kiln_backend;
 
 const kiln_backend *kiln_backend_find(const char *name);

@@ -367,10 +367,14 @@ static kiln_status run_check(checker *c, const char *path, kiln_module *m, int *
     c->total = (1 + n_dec) * (2 + CHECK_REPS);
     char line[512];
     snprintf(line, sizeof line,
-             "check: a prefill of %d random tokens at position 0, then %d decodes, on the "
+             "check: a prefill of %d %s at position 0, then %d decodes, on the "
              "program and on ref; a partition passes when each node's own output has cosine >= "
              "%g against ref%s",
-             n_pre, n_dec, threshold,
+             n_pre,
+             kiln_debugger_samples_from_text(c->dbg)
+                 ? "tokens of the calibration text past those it measured"
+                 : "random tokens",
+             n_dec, threshold,
              n_delegate ? " (a delegate's nodes: the cosine its line shows)" : "");
     log_line(o, line);
 

@@ -1,8 +1,8 @@
 /* compile.c: the compiler driver. import (weights, metadata, tokenizer) ->
  * build graphs -> the passes (passes.h: prune, verify, partition, quantize
- * and, when it ran, verify and partition again, each backend's prepare,
- * plan, verify) -> write (to a temporary file) -> reopen and verify
- * every section -> --check -> rename into place. */
+ * and, when it ran, verify and partition again, calibrate when asked, each
+ * backend's prepare, plan, verify) -> write (to a temporary file) -> reopen
+ * and verify every section -> --check -> rename into place. */
 #include <stdio.h>
 #include <string.h>
 
@@ -95,6 +95,9 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
     if (converted &&
         ((st = kiln_module_verify(&m, 0)) || (st = kiln_module_partition(&m, backends))))
         goto done;
+    /* ranges for the backends that quantize activations, measured on ref
+     * before they prepare */
+    if ((st = kiln_module_calibrate(&m, o))) goto done;
     if ((st = stop_asked(o, "prepare")) || (st = kiln_module_prepare(&m, o))) goto done;
     for (int i = 0; i < m.n_methods; i++)
         if ((st = kiln_graph_plan(&m.methods[i], &m))) goto done;

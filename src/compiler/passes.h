@@ -1,7 +1,8 @@
 /* passes.h: the compiler's passes over a module, in the order the driver
  * (compile.c) runs them: prune -> verify -> partition -> quantize (then
  * verify and partition again, as backends' choices may depend on dtypes) ->
- * each backend's prepare (cpu: pack) -> plan -> verify with the plan. Each
+ * calibrate (when asked) -> each backend's prepare (cpu: pack) -> plan ->
+ * verify with the plan. Each
  * changes the module in place and leaves it valid for the next; on failure
  * the message names the tensor, backend or method. Internal: never
  * installed. */
@@ -39,6 +40,31 @@ kiln_status kiln_module_quantize(kiln_module *m, const kiln_compile_options *o, 
  * empty, naming an unknown backend, or giving options to one that takes
  * none; a backend's configure() error; KILN_ERR_NOMEM. */
 kiln_status kiln_module_partition(kiln_module *m, const char *spec);
+
+/* calibrate.c. Runs when a backend of m->backends has wants_ranges()
+ * returning 1 (backend.h), or when o->calibrate or o->calibrate_tokens is
+ * set; otherwise does nothing. Reads the text (o->calibrate, NULL: a
+ * built-in one) and takes its first N tokens (o->calibrate_tokens, 0: 128
+ * or the context if less) as generation encodes a prompt; plans the
+ * methods, writes the module to a temporary file beside o->output, opens it
+ * with every node on ref (no backend library or blob needed), and runs the
+ * first N - D tokens through prefill in chunks of its size and the last D
+ * (N / 8, in 1..16) through decode. Records, through the node observer, the
+ * [lo, hi] of every f32 node output (state views, i.e. kv_store outputs,
+ * and method inputs are not) and of every attention's scaled scores q.k /
+ * div over the positions each query attends to; merges them by value name
+ * across methods, and stores them as metadata: "calibration.names" (value
+ * names, and "scores:NODE" for an attention's scores), "calibration.ranges"
+ * (lo, hi per name), "calibration.tokens" (N), "calibration.text" (the
+ * file's basename or "built-in"). Logs a summary through o->log and
+ * reports progress as stage "calibrate". Removes its temporary file.
+ * Errors: KILN_ERR_INVALID_ARG naming the text when it is empty or only
+ * whitespace, has fewer than N tokens, or N is outside 8..1048576 or past
+ * the context; the file's KILN_ERR_IO; KILN_ERR_UNSUPPORTED when the
+ * module has no tokenizer; a non-finite value, or the write, open or run
+ * failing, wrapped with "calibration"; KILN_ERR_CANCELLED when progress
+ * asks; KILN_ERR_NOMEM. */
+kiln_status kiln_module_calibrate(kiln_module *m, const kiln_compile_options *o);
 
 /* partition.c. Each backend's prepare (backend.h), in the module's order:
  * the cpu backend repacks the weights its nodes read (--no-pack: not), a

@@ -358,14 +358,32 @@ kiln_status kiln_debugger_samples(const kiln_debugger *d, int *n_prefill, int *n
     return KILN_OK;
 }
 
+/* The calibration text's held-out tokens (calibration.held_out) when the
+ * program has at least n of them, all in the vocabulary; else NULL. */
+static const int64_t *held_out(const kiln_debugger *d, int n) {
+    const kiln_meta *e = kiln_meta_find(d->mod, "calibration.held_out");
+    const kiln_llm *lm = d->s[KILN_DEBUG_BACKEND].llm;
+    if (!lm || !e || e->type != KILN_META_INT_ARRAY || e->n < (uint32_t)n) return NULL;
+    for (int q = 0; q < n; q++)
+        if (e->ia[q] < 0 || e->ia[q] >= kiln_llm_get_limits(lm)->vocab) return NULL;
+    return e->ia;
+}
+
+int kiln_debugger_samples_from_text(const kiln_debugger *d) {
+    int n_pre = 0, n_dec = 0;
+    return !kiln_debugger_samples(d, &n_pre, &n_dec) && held_out(d, n_pre + n_dec);
+}
+
 kiln_status kiln_debugger_run_samples(kiln_debugger *d, const kiln_debug_hooks *h) {
     int n_pre = 0, n_dec = 0;
     kiln_status st = kiln_debugger_samples(d, &n_pre, &n_dec);
     if (st) return st;
     const kiln_llm *lm = d->s[KILN_DEBUG_BACKEND].llm;
+    const int64_t *text = held_out(d, n_pre + n_dec);
     int32_t tok[KILN_DEBUG_SAMPLE_PREFILL + KILN_DEBUG_SAMPLE_DECODES];
     for (int q = 0; q < n_pre + n_dec; q++)
-        tok[q] = kiln_token_at(SAMPLE_SEED, q, kiln_llm_get_limits(lm)->vocab);
+        tok[q] =
+            text ? (int32_t)text[q] : kiln_token_at(SAMPLE_SEED, q, kiln_llm_get_limits(lm)->vocab);
     for (int k = 0; k < KILN_DEBUG_SIDES; k++)
         if ((h->run & RUN_BIT[k]) && d->s[k].sess && (st = kiln_session_reset(d->s[k].sess)))
             return st;
@@ -494,6 +512,19 @@ void kiln_debugger_close(kiln_debugger *d) {
 
 const kiln_program *kiln_debugger_program(const kiln_debugger *d, kiln_debug_side which) {
     return which >= 0 && which < KILN_DEBUG_SIDES ? d->s[which].prog : NULL;
+}
+
+double kiln_debugger_bar(const kiln_debugger *d) {
+    const kiln_program *p = d->s[KILN_DEBUG_BACKEND].prog;
+    const kiln_module *m = kiln_program_module(p);
+    double bar = 0;
+    for (int k = 0; k < m->n_methods; k++)
+        for (int i = 0; i < m->methods[k].n_nodes; i++) {
+            const kiln_backend *b = kiln_program_node_backend(p, &m->methods[k].nodes[i]);
+            double c = b && b->check_cos ? b->check_cos(m) : 0;
+            if (c > 0 && (bar == 0 || c < bar)) bar = c;
+        }
+    return bar;
 }
 
 const kiln_llm *kiln_debugger_llm(const kiln_debugger *d) {

@@ -63,6 +63,10 @@ const kiln_program *kiln_debugger_program(const kiln_debugger *d, kiln_debug_sid
 /* The program under test bound as a language model (kiln_llm.h); NULL when
  * it does not bind. Borrowed, lives as long as the debugger. */
 const kiln_llm *kiln_debugger_llm(const kiln_debugger *d);
+/* The cosine the delegates the program under test runs on ask of their
+ * nodes for their precision (kiln_backend.check_cos: QNN's 0.999 for fp16,
+ * 0.99 for 16a8w, ...), the lowest when several; 0 when none asks. */
+double kiln_debugger_bar(const kiln_debugger *d);
 
 /* Opens the program at `path` (default options: on its own backends) as
  * AGAINST, for `method` of the program under test: its method of the same
@@ -160,8 +164,14 @@ kiln_status kiln_debugger_execute(kiln_debugger *d, int method, const kiln_debug
 kiln_status kiln_debugger_samples(const kiln_debugger *d, int *n_prefill, int *n_decode);
 
 /* Runs the sample calls on the sides h->run names, call by call: from an
- * empty cache, a prefill of random valid tokens (kiln_token_at) at
- * position 0 (the last row's logits), then the decodes after them. */
+ * empty cache, a prefill at position 0 (the last row's logits), then the
+ * decodes after it, of random valid tokens (kiln_token_at), or of the
+ * calibration text's tokens the calibration did not use when the program
+ * holds enough of them (calibration.held_out: a program quantized from
+ * ranges is judged on text, as it will run, not on random ids, whose
+ * activations no text reaches). */
 kiln_status kiln_debugger_run_samples(kiln_debugger *d, const kiln_debug_hooks *h);
+/* 1 when the sample calls run on the calibration text's held-out tokens. */
+int kiln_debugger_samples_from_text(const kiln_debugger *d);
 
 #endif

@@ -94,10 +94,22 @@ void qnn_graph_info_free(qnn_graph_info *gi);
 /* How a graph's matmul weights are stored (qnn:quant=): fp16, or int8 per
  * output channel, symmetric, the activations staying fp16 (weight-only
  * quantization). The value is stored in the program's metadata. */
-enum { QNN_QUANT_FP16 = 0, QNN_QUANT_W8 = 1 };
+enum {
+    QNN_QUANT_FP16 = 0,
+    QNN_QUANT_W8 = 1,
+    /* all fixed point: activations uint16 (or uint8) per tensor, encodings
+     * from the compiler's calibration ranges; weights int8 per channel */
+    QNN_QUANT_16A8W = 2,
+    QNN_QUANT_8A8W = 3,
+    QNN_QUANT_16A4W = 4, /* ... weights int4 per channel (in int8 containers) */
+    QNN_QUANT_COUNT
+};
 int qnn_quant_from_name(const char *name); /* -1 when unknown */
 const char *qnn_quant_name(int mode);
-const char *qnn_quant_weights(int mode); /* what `kiln info` says of the weights */
+const char *qnn_quant_weights(int mode);     /* what `kiln info` says of the weights */
+const char *qnn_quant_activations(int mode); /* ... of the activations */
+const char *qnn_quant_kv(int mode);          /* ... of the KV cache */
+int qnn_quant_fixed(int mode);               /* 1: activations in fixed point */
 typedef struct qnn_quant_opts {
     int mode;
     /* qnn:perturb=NODE, a test switch: that node's lowering is made wrong

@@ -31,7 +31,9 @@ enum {
     QNN_FLOAT16 = 0x0216,
     QNN_FLOAT32 = 0x0232,
     QNN_BOOL8 = 0x0508,
-    QNN_SFIXED8 = 0x0308, /* fixed point, real = (q + offset) * scale: int8 weights */
+    QNN_SFIXED8 = 0x0308,  /* fixed point, real = (q + offset) * scale: int8 weights */
+    QNN_UFIXED8 = 0x0408,  /* unsigned fixed point: 8a activations */
+    QNN_UFIXED16 = 0x0416, /* ... 16a activations */
 };
 
 /* Tensor types: what the application writes, reads, or gives as data. */
@@ -71,6 +73,7 @@ enum {
     QNN_DEFINED = 1,
     QNN_ENC_SCALE_OFFSET = 0, /* per tensor: qnn_scale_offset */
     QNN_ENC_AXIS = 1,         /* per channel: qnn_axis_scale_offset */
+    QNN_ENC_BW_AXIS = 3,      /* per channel, narrower than the container: qnn_bw_axis */
 };
 typedef struct {
     float scale; /* > 0 */
@@ -81,6 +84,13 @@ typedef struct {
     uint32_t n;
     qnn_scale_offset *so;
 } qnn_axis_scale_offset;
+typedef struct {
+    uint32_t bitwidth; /* 4: int4 values in an int8 container */
+    int32_t axis;
+    uint32_t n;
+    float *scales;
+    int32_t *offsets;
+} qnn_bw_axis;
 
 typedef struct {
     void *data;
@@ -265,6 +275,8 @@ _Static_assert(sizeof(qnn_tensor) == 144, "QNN tensor is 144 bytes");
 _Static_assert(sizeof(qnn_param) == 160, "QNN param is 160 bytes");
 _Static_assert(sizeof(qnn_op) == 80, "QNN op config is 80 bytes");
 _Static_assert(sizeof(qnn_quant) == 40, "QNN quantize params are 40 bytes");
+_Static_assert(sizeof(qnn_bw_axis) <= sizeof(((qnn_quant *)0)->params),
+               "QNN bitwidth axis encoding fits the quantize params");
 _Static_assert(sizeof(qnn_axis_scale_offset) <= sizeof(((qnn_quant *)0)->params),
                "QNN encodings fit qnn_quant.params");
 _Static_assert(__builtin_offsetof(qnn_fn, error_get_message) == 48 * sizeof(void *),

@@ -27,6 +27,9 @@
 #define KEY_PERTURB "backend.qnn.perturb"
 #define QNN_CHECK_COS_FP16 0.999
 #define QNN_CHECK_COS_W8 0.99
+#define QNN_CHECK_COS_16A8W 0.99
+#define QNN_CHECK_COS_8A8W 0.98
+#define QNN_CHECK_COS_16A4W 0.95
 
 /* ---- compile time ---------------------------------------------------------------- */
 
@@ -55,7 +58,8 @@ static kiln_status qnn_configure(kiln_module *m, const char *options) {
             if ((quant = qnn_quant_from_name(o + 6)) < 0)
                 return kiln_error(KILN_ERR_INVALID_ARG,
                                   "backend 'qnn': unknown quant '%s' (w8: int8 weights, fp16 "
-                                  "activations)",
+                                  "activations; 16a8w, 8a8w, 16a4w: int8 or int4 weights, "
+                                  "uint16 or uint8 activations from calibration)",
                                   o + 6);
         } else if (!strcmp(o, "weight-sharing")) {
             sharing = 1;
@@ -72,10 +76,11 @@ static kiln_status qnn_configure(kiln_module *m, const char *options) {
                                   o + 8);
             st = kiln_meta_set_str(m, KEY_PERTURB, o + 8);
         } else {
-            return kiln_error(KILN_ERR_INVALID_ARG,
-                              "backend 'qnn': unknown option '%s' (soc=NAME, quant=w8, "
-                              "refuse=OP+OP, perturb=NODE, weight-sharing)",
-                              o);
+            return kiln_error(
+                KILN_ERR_INVALID_ARG,
+                "backend 'qnn': unknown option '%s' (soc=NAME, quant=w8|16a8w|8a8w|16a4w, "
+                "refuse=OP+OP, perturb=NODE, weight-sharing)",
+                o);
         }
     }
     if (st || (st = kiln_meta_set_int(m, KEY_SOC, soc)) ||
@@ -138,7 +143,7 @@ static void say(const kiln_prepare_options *o, const char *fmt, ...) {
 /* How the module's graphs are lowered: the precision and the test switch. */
 static qnn_quant_opts lower_opts(const kiln_module *m) {
     qnn_quant_opts qo = {.mode = (int)kiln_meta_int_or(m, KEY_QUANT, QNN_QUANT_FP16)};
-    if (qo.mode != QNN_QUANT_W8) qo.mode = QNN_QUANT_FP16;
+    if (qo.mode < 0 || qo.mode >= QNN_QUANT_COUNT) qo.mode = QNN_QUANT_FP16;
     const kiln_meta *e = kiln_meta_find(m, KEY_PERTURB);
     if (e && e->type == KILN_META_STR) qo.perturb = e->s;
     return qo;
@@ -239,11 +244,14 @@ static kiln_status qnn_prepare(kiln_module *m, int b, const kiln_prepare_options
         (qo.mode != QNN_QUANT_FP16 &&
          ((st = kiln_blob_set_prop(bl, "quant", qnn_quant_name(qo.mode))) ||
           (st = kiln_blob_set_prop(bl, "quant_weights", qnn_quant_weights(qo.mode))) ||
-          (st = kiln_blob_set_prop(bl, "quant_activations", "fp16 (weight-only quantization)")) ||
-          (st = kiln_blob_set_prop(bl, "quant_kv_cache", "fp16 (not quantized)")) ||
+          (st = kiln_blob_set_prop(bl, "quant_activations", qnn_quant_activations(qo.mode))) ||
+          (st = kiln_blob_set_prop(bl, "quant_kv_cache", qnn_quant_kv(qo.mode))) ||
           (st = kiln_blob_set_prop(
                bl, "quant_integer",
-               "token ids and positions int32, masks fp16: never quantized")))) ||
+               qnn_quant_fixed(qo.mode)
+                   ? "token ids and positions int32: never quantized; masks fp16 in, {0, -100} "
+                     "inside each graph"
+                   : "token ids and positions int32, masks fp16: never quantized")))) ||
         (qo.perturb && (st = kiln_blob_set_prop(bl, "test_perturb", qo.perturb))) ||
         (sharing && ((st = kiln_blob_set_prop(bl, "weight_sharing", "yes")) ||
                      (st = kiln_blob_set_prop(bl, "device_only", "yes")))))
@@ -859,8 +867,23 @@ static const char *qnn_unit(void *ctx, const kiln_node *n, const kiln_tensor *co
 /* --check: fp16 graphs stay within fp16's error of ref over the sample
  * calls; int8 weights add theirs (measured on stories260K and SmolLM2). */
 static double qnn_check_cos(const kiln_module *m) {
-    return kiln_meta_int_or(m, KEY_QUANT, QNN_QUANT_FP16) == QNN_QUANT_W8 ? QNN_CHECK_COS_W8
-                                                                          : QNN_CHECK_COS_FP16;
+    switch (kiln_meta_int_or(m, KEY_QUANT, QNN_QUANT_FP16)) {
+    case QNN_QUANT_W8:
+        return QNN_CHECK_COS_W8;
+    case QNN_QUANT_16A8W:
+        return QNN_CHECK_COS_16A8W;
+    case QNN_QUANT_8A8W:
+        return QNN_CHECK_COS_8A8W;
+    case QNN_QUANT_16A4W:
+        return QNN_CHECK_COS_16A4W;
+    default:
+        return QNN_CHECK_COS_FP16;
+    }
+}
+
+/* Activation-quantized graphs take their encodings from calibration. */
+static int qnn_wants_ranges(const kiln_module *m) {
+    return qnn_quant_fixed((int)kiln_meta_int_or(m, KEY_QUANT, QNN_QUANT_FP16));
 }
 
 const kiln_backend kiln_backend_qnn_impl = {
@@ -876,4 +899,5 @@ const kiln_backend kiln_backend_qnn_impl = {
     .execute = qnn_execute,
     .check_cos = qnn_check_cos,
     .exec_alone = qnn_exec_alone,
+    .wants_ranges = qnn_wants_ranges,
 };

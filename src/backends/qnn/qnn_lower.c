@@ -39,8 +39,10 @@
 
 typedef struct {
     int kind;      /* 0: not lowered yet, 1: t, 2: KV rows (t) of state `state` */
-    qnn_tensor t;  /* fp16 (int32 for token ids) */
+    qnn_tensor t;  /* fp16 (int32 for token ids); fixed point or fp16 in a fixed-point graph */
     int32_t state; /* kind 2: the state value the rows go to */
+    int has_alt;   /* fixed-point graph: t converted to the other type (alt) once */
+    qnn_tensor alt;
 } qval;
 
 typedef struct {
@@ -75,6 +77,13 @@ typedef struct {
     kiln_status st;
     char *why; /* validate: the first rejection */
     size_t why_cap;
+    /* fixed-point graphs (qnn_quant_fixed): the activations' dtype and
+     * largest code, the encoding the next native tensor gets (nat), and
+     * the compiler's calibration ranges (module metadata) */
+    int fixed;
+    uint32_t adt, qmax;
+    qnn_quant cur;
+    const kiln_meta *range_names, *ranges;
 } lower;
 
 static void *keep(lower *L, void *p) {
@@ -103,7 +112,9 @@ static void drop_keep(lower *L) {
 }
 
 static uint32_t dsize(uint32_t dt) {
-    return dt == QNN_FLOAT16 ? 2 : dt == QNN_BOOL8 || dt == QNN_SFIXED8 ? 1 : 4;
+    return dt == QNN_FLOAT16 || dt == QNN_UFIXED16                     ? 2
+           : dt == QNN_BOOL8 || dt == QNN_SFIXED8 || dt == QNN_UFIXED8 ? 1
+                                                                       : 4;
 }
 
 /* A tensor of the graph, quantized as qp says (NULL: not): name NULL =
@@ -148,8 +159,17 @@ static qnn_tensor mk(lower *L, const char *name, uint32_t type, uint32_t dtype, 
     return mkq(L, name, type, dtype, rank, dims, data, bytes, NULL);
 }
 
+/* A tensor inside the graph: fp16, or in a fixed-point graph the
+ * activation type with the encoding L->cur. */
 static qnn_tensor nat(lower *L, int rank, const uint32_t *dims) {
+    if (L->fixed) return mkq(L, NULL, QNN_TENSOR_NATIVE, L->adt, rank, dims, NULL, 0, &L->cur);
     return mk(L, NULL, QNN_TENSOR_NATIVE, QNN_FLOAT16, rank, dims, NULL, 0);
+}
+
+/* A tensor of a's type and encoding (what a reshape, transpose, slice or
+ * concat of a makes). */
+static qnn_tensor nat_as(lower *L, qnn_tensor a, int rank, const uint32_t *dims) {
+    return mkq(L, NULL, QNN_TENSOR_NATIVE, a.v2.dtype, rank, dims, NULL, 0, &a.v2.quant);
 }
 
 /* A static tensor whose data the graph keeps (taken: kept until finalize). */
@@ -248,14 +268,16 @@ static qnn_param p_ints(lower *L, const char *name, uint32_t dtype, const void *
 }
 
 static qnn_tensor reshape(lower *L, qnn_tensor a, int rank, const uint32_t *dims) {
-    return op1(L, "Reshape", a, rank, dims);
+    qnn_tensor o = nat_as(L, a, rank, dims);
+    op(L, "Reshape", NULL, 0, &a, 1, &o);
+    return o;
 }
 
 static qnn_tensor transpose(lower *L, qnn_tensor a, const uint32_t *perm) {
     uint32_t rank = a.v2.rank, dims[QNN_MAX_RANK];
     for (uint32_t i = 0; i < rank; i++)
         dims[i] = a.v2.dims ? a.v2.dims[perm[i]] : 0;
-    qnn_tensor o = nat(L, (int)rank, dims);
+    qnn_tensor o = nat_as(L, a, (int)rank, dims);
     qnn_param p = p_ints(L, "perm", QNN_UINT32, perm, (int)rank, 1);
     op(L, "Transpose", &p, 1, &a, 1, &o);
     return o;
@@ -271,7 +293,7 @@ static qnn_tensor slice_last(lower *L, qnn_tensor a, uint32_t begin, uint32_t en
     }
     ranges[3 * (rank - 1)] = (int32_t)begin, ranges[3 * (rank - 1) + 1] = (int32_t)end;
     dims[rank - 1] = end - begin;
-    qnn_tensor o = nat(L, (int)rank, dims);
+    qnn_tensor o = nat_as(L, a, (int)rank, dims);
     qnn_param p = p_ints(L, "ranges", QNN_INT32, ranges, (int)rank * 3, (int)rank);
     op(L, "StridedSlice", &p, 1, &a, 1, &o);
     return o;
@@ -282,7 +304,7 @@ static qnn_tensor concat(lower *L, qnn_tensor a, qnn_tensor b, uint32_t axis) {
     for (uint32_t i = 0; i < rank; i++)
         dims[i] = a.v2.dims[i];
     dims[axis] += b.v2.dims[axis];
-    qnn_tensor o = nat(L, (int)rank, dims);
+    qnn_tensor o = nat_as(L, a, (int)rank, dims);
     qnn_tensor in[2] = {a, b};
     qnn_param p = p_u32("axis", axis);
     op(L, "Concat", &p, 1, in, 2, &o);
@@ -292,6 +314,20 @@ static qnn_tensor concat(lower *L, qnn_tensor a, qnn_tensor b, uint32_t axis) {
 static qnn_tensor cast(lower *L, qnn_tensor a, qnn_tensor o) {
     op(L, "Cast", NULL, 0, &a, 1, &o);
     return o;
+}
+
+/* A float tensor into the graph's type (Quantize to L->cur in a
+ * fixed-point graph: a Cast at a fixed graph's edge is not Quantize), and
+ * back out as float o. */
+static qnn_tensor from_float(lower *L, qnn_tensor a, int rank, const uint32_t *dims) {
+    qnn_tensor o = nat(L, rank, dims);
+    op(L, L->fixed ? "Quantize" : "Cast", NULL, 0, &a, 1, &o);
+    return o;
+}
+
+static void to_float(lower *L, qnn_tensor a, qnn_tensor o) {
+    int fixed = a.v2.dtype == QNN_UFIXED16 || a.v2.dtype == QNN_UFIXED8;
+    op(L, fixed ? "Dequantize" : "Cast", NULL, 0, &a, 1, &o);
 }
 
 /* ---- graph inputs and outputs ---------------------------------------------- */
@@ -333,39 +369,185 @@ static int value_dims(const kiln_value *v, uint32_t *dims) {
     return v->ndim;
 }
 
-/* A constant as fp16 (validation needs no data). */
+/* ---- fixed-point encodings (qnn:quant=16a8w, 8a8w) ---------------------------- */
+
+static qnn_quant enc_so(double scale, int32_t offset) {
+    qnn_quant q;
+    memset(&q, 0, sizeof q);
+    q.definition = QNN_DEFINED;
+    q.encoding = QNN_ENC_SCALE_OFFSET;
+    qnn_scale_offset so = {.scale = (float)(scale > 1e-9 ? scale : 1e-9), .offset = offset};
+    memcpy(q.params, &so, sizeof so);
+    return q;
+}
+
+/* [lo, hi], widened to hold 0 exactly, over the activation type's codes:
+ * real = (code + offset) * scale. */
+static qnn_quant enc_range(const lower *L, double lo, double hi) {
+    lo = fmin(lo, 0), hi = fmax(hi, 0);
+    double scale = (hi - lo) / L->qmax;
+    if (!(scale > 1e-9)) scale = 1e-9;
+    return enc_so(scale, (int32_t)lrint(lo / scale));
+}
+
+/* [-m, m] with offset -(qmax + 1) / 2: what a MatMul's second input (the
+ * cache's K and V) must have. */
+static qnn_quant enc_sym(const lower *L, double m) {
+    double half = (L->qmax + 1) / 2.0;
+    return enc_so(fabs(m) / (half - 1), -(int32_t)half);
+}
+
+static qnn_scale_offset enc_of(qnn_tensor t) {
+    qnn_scale_offset so;
+    memcpy(&so, t.v2.quant.params, sizeof so);
+    return so;
+}
+
+/* The largest magnitude t's encoding holds. */
+static double enc_absmax(const lower *L, qnn_tensor t) {
+    qnn_scale_offset so = enc_of(t);
+    return fmax(fabs((double)so.offset * so.scale), fabs(((double)L->qmax + so.offset) * so.scale));
+}
+
+static int enc_same(qnn_tensor a, qnn_quant q) {
+    qnn_scale_offset x = enc_of(a), y;
+    memcpy(&y, q.params, sizeof y);
+    return x.scale == y.scale && x.offset == y.offset;
+}
+
+/* The calibrated range of `name` (a value's name, or "scores:<attention
+ * node>"), from the compiler's calibration run (compiler/calibrate.c),
+ * widened on both sides by RANGE_HEADROOM of its width: a text the
+ * calibration never saw goes past its ranges, and clipping costs far more
+ * than a coarser step (stories260K, 16a8w: a story's attention scores
+ * 6 past the built-in text's top sent one decode step to cosine 0.75). */
+#define RANGE_HEADROOM 0.25
+static int range_of(lower *L, const char *name, double *lo, double *hi) {
+    const kiln_meta *n = L->range_names, *r = L->ranges;
+    for (uint32_t i = 0; n && r && i < n->n && 2 * i + 1 < r->n; i++)
+        if (!strcmp(n->sa[i], name)) {
+            double w = r->fa[2 * i + 1] - r->fa[2 * i];
+            *lo = r->fa[2 * i] - RANGE_HEADROOM * w, *hi = r->fa[2 * i + 1] + RANGE_HEADROOM * w;
+            return 1;
+        }
+    if (!L->st)
+        L->st =
+            kiln_error(KILN_ERR_INVALID_ARG,
+                       "QNN quant=%s: no calibrated range for '%s' (node '%s'): the "
+                       "calibration run did not reach it",
+                       qnn_quant_name(L->q ? L->q->mode : 0), name, L->node ? L->node->name : "?");
+    *lo = -1, *hi = 1;
+    return 0;
+}
+
+/* Value vi's encoding, from its calibrated range; symmetric when a
+ * kv_store writes it to the cache (attention reads it back as K or V). */
+static qnn_quant value_enc(lower *L, int32_t vi) {
+    double lo, hi;
+    range_of(L, L->g->values[vi].name, &lo, &hi);
+    for (int i = 0; i < L->g->n_nodes; i++)
+        if (L->g->nodes[i].op == KILN_OP_KV_STORE && L->g->nodes[i].in[1] == vi)
+            return enc_sym(L, fmax(fabs(lo), fabs(hi)));
+    return enc_range(L, lo, hi);
+}
+
+/* The encoding of the cache state value vi (or a view of it) inside the
+ * graph: that of the rows its kv_store writes. */
+static qnn_quant state_enc(lower *L, int32_t vi) {
+    int32_t ref = L->g->values[vi].ref;
+    for (int i = 0; i < L->g->n_nodes; i++) {
+        const kiln_node *n = &L->g->nodes[i];
+        if (n->op == KILN_OP_KV_STORE && L->g->values[n->in[0]].ref == ref)
+            return value_enc(L, n->in[1]);
+    }
+    if (!L->st)
+        L->st = kiln_error(KILN_ERR_UNSUPPORTED, "QNN: no kv_store writes the cache '%s'",
+                           L->g->values[vi].name);
+    return L->cur;
+}
+
+/* n floats as a static fixed-point tensor of the activation type, with
+ * the encoding of their own range (NULL data: validation). */
+static qnn_tensor static_fixed_in(lower *L, const char *name, int rank, const uint32_t *dims,
+                                  const float *x, size_t n, double lo, double hi) {
+    qnn_quant q = enc_range(L, lo, hi);
+    qnn_scale_offset so;
+    memcpy(&so, q.params, sizeof so);
+    void *d = x ? kiln_malloc(n * dsize(L->adt)) : NULL;
+    if (x && !d) {
+        if (!L->st) L->st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+        return (qnn_tensor){0};
+    }
+    for (size_t i = 0; d && i < n; i++) {
+        double c = fmin(fmax(rint(x[i] / so.scale) - so.offset, 0), L->qmax);
+        if (L->adt == QNN_UFIXED16)
+            ((uint16_t *)d)[i] = (uint16_t)c;
+        else
+            ((uint8_t *)d)[i] = (uint8_t)c;
+    }
+    if (d) keep(L, d);
+    return mkq(L, name, QNN_TENSOR_STATIC, L->adt, rank, dims, d, n * dsize(L->adt), &q);
+}
+
+static qnn_tensor static_fixed(lower *L, const char *name, int rank, const uint32_t *dims,
+                               const float *x, size_t n) {
+    double lo = 0, hi = 0;
+    for (size_t i = 0; x && i < n; i++)
+        lo = fmin(lo, x[i]), hi = fmax(hi, x[i]);
+    return static_fixed_in(L, name, rank, dims, x, n, lo, hi);
+}
+
+/* t in encoding q (a Convert when t has another). */
+static qnn_tensor requant(lower *L, qnn_tensor t, qnn_quant q) {
+    if (!L->fixed || L->st || enc_same(t, q)) return t;
+    qnn_tensor o = mkq(L, NULL, QNN_TENSOR_NATIVE, L->adt, (int)t.v2.rank, t.v2.dims, NULL, 0, &q);
+    op(L, "Convert", NULL, 0, &t, 1, &o);
+    return o;
+}
+
+/* A constant as fp16, or in a fixed-point graph of the activation type with
+ * its own range (validation needs no data). */
 static qnn_tensor const_in(lower *L, int32_t vi) {
     const kiln_value *v = &L->g->values[vi];
     const kiln_const *c = &L->m->consts[v->ref];
     uint32_t dims[KILN_MAX_DIMS];
     int rank = value_dims(v, dims);
-    uint16_t *h = NULL;
+    int64_t K = c->ne[c->ndim - 1], rows = (int64_t)(kiln_shape_elems(c->ndim, c->ne) / K);
+    float *f = NULL;
     if (L->graph) {
-        int64_t K = c->ne[c->ndim - 1], rows = (int64_t)(kiln_shape_elems(c->ndim, c->ne) / K);
         size_t stride = kiln_dtype_row_bytes(c->dtype, K);
-        h = kiln_malloc(sizeof(uint16_t) * (size_t)(rows * K));
-        float *row = kiln_malloc(sizeof(float) * (size_t)K);
-        kiln_status st = h && row && stride ? KILN_OK : kiln_error(KILN_ERR_NOMEM, "out of memory");
-        for (int64_t r = 0; r < rows && !st; r++) {
-            st = kiln_weight_dequant(c->dtype, c->data, stride, r, 0, K, row);
-            for (int64_t k = 0; k < K && !st; k++)
-                h[r * K + k] = kiln_f32_to_f16(row[k]);
-        }
-        kiln_free(row);
+        f = kiln_malloc(sizeof(float) * (size_t)(rows * K));
+        kiln_status st = f && stride ? KILN_OK : kiln_error(KILN_ERR_NOMEM, "out of memory");
+        for (int64_t r = 0; r < rows && !st; r++)
+            st = kiln_weight_dequant(c->dtype, c->data, stride, r, 0, K, f + r * K);
         if (st) {
-            kiln_free(h);
+            kiln_free(f);
             if (!L->st) L->st = kiln_error_wrap(st, "constant '%s' to fp16", c->name);
             return (qnn_tensor){0};
         }
     }
     char name[KILN_NAME_MAX + 8];
     snprintf(name, sizeof name, "c.%s", c->name);
+    if (L->fixed) {
+        qnn_tensor t = static_fixed(L, name, rank, dims, f, (size_t)(rows * K));
+        kiln_free(f);
+        return t;
+    }
+    uint16_t *h = f ? kiln_malloc(sizeof(uint16_t) * (size_t)(rows * K)) : NULL;
+    for (int64_t i = 0; h && i < rows * K; i++)
+        h[i] = kiln_f32_to_f16(f[i]);
+    kiln_free(f);
+    if (L->graph && !h) {
+        if (!L->st) L->st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+        return (qnn_tensor){0};
+    }
     return stat(L, name, QNN_FLOAT16, rank, dims, h);
 }
 
 /* Value vi as an fp16 tensor (token ids stay int32): lowered already, a
- * constant, or a graph input (cast from f32). */
-static qnn_tensor get(lower *L, int32_t vi) {
+ * constant, or a graph input (cast from f32; in a fixed-point graph
+ * quantized, unless the reader wants fp16). */
+static qnn_tensor get_raw(lower *L, int32_t vi, int want_f16) {
     qval *q = &L->vals[vi];
     if (q->kind == 1) return q->t;
     const kiln_value *v = &L->g->values[vi];
@@ -385,7 +567,14 @@ static qnn_tensor get(lower *L, int32_t vi) {
         q->t = io(L, QNN_IN_VALUE, vi, name, QNN_INT32, rank, dims);
     } else if (v->dtype == KILN_F32) {
         qnn_tensor t = io(L, QNN_IN_VALUE, vi, name, QNN_FLOAT32, rank, dims);
-        q->t = cast(L, t, nat(L, rank, dims));
+        qnn_quant keep_cur = L->cur;
+        if (L->fixed && !want_f16) {
+            L->cur = value_enc(L, vi);
+            q->t = from_float(L, t, rank, dims);
+        } else {
+            q->t = cast(L, t, mk(L, NULL, QNN_TENSOR_NATIVE, QNN_FLOAT16, rank, dims, NULL, 0));
+        }
+        L->cur = keep_cur;
     } else if (!L->st) {
         L->st = kiln_error(KILN_ERR_UNSUPPORTED, "QNN: value '%s' is %s (f32 or i32 expected)",
                            v->name, kiln_dtype_name(v->dtype));
@@ -394,20 +583,69 @@ static qnn_tensor get(lower *L, int32_t vi) {
     return q->t;
 }
 
+static int is_fixed(qnn_tensor t) {
+    return t.v2.dtype == QNN_UFIXED16 || t.v2.dtype == QNN_UFIXED8;
+}
+
+/* Value vi as its reader computes: in a fixed-point graph, the activation
+ * type (with the value's encoding), or fp16 for a residual add; converted
+ * once when it was made in the other. */
+static qnn_tensor get_in(lower *L, int32_t vi, int want_f16) {
+    qnn_tensor t = get_raw(L, vi, want_f16);
+    if (!L->fixed || L->st || t.v2.dtype == QNN_INT32 || is_fixed(t) != want_f16) return t;
+    qval *q = &L->vals[vi];
+    if (q->has_alt) return q->alt;
+    qnn_quant keep_cur = L->cur;
+    qnn_tensor o;
+    if (want_f16) {
+        o = mk(L, NULL, QNN_TENSOR_NATIVE, QNN_FLOAT16, (int)t.v2.rank, t.v2.dims, NULL, 0);
+        op(L, "Dequantize", NULL, 0, &t, 1, &o);
+    } else {
+        L->cur = value_enc(L, vi);
+        o = nat(L, (int)t.v2.rank, t.v2.dims);
+        op(L, "Quantize", NULL, 0, &t, 1, &o);
+    }
+    L->cur = keep_cur;
+    q->alt = o, q->has_alt = !L->st;
+    return o;
+}
+
+static qnn_tensor get(lower *L, int32_t vi) {
+    return get_in(L, vi, 0);
+}
+
 /* qnn:perturb=NODE: node L->node's output t [.., W] with every 8th column
  * negated (cosine ignores scale; a sign pattern it cannot), else t. */
 static qnn_tensor perturbed(lower *L, qnn_tensor t, int rank, const uint32_t *dims) {
     if (!L->q || !L->q->perturb || !L->node || strcmp(L->node->name, L->q->perturb) || L->st)
         return t;
     uint32_t W = dims[rank - 1];
-    uint16_t *sign = L->graph ? kiln_malloc(sizeof(uint16_t) * W) : NULL;
+    float *sign = L->graph ? kiln_malloc(sizeof(float) * W) : NULL;
     if (L->graph && !sign) {
         L->st = kiln_error(KILN_ERR_NOMEM, "out of memory");
         return t;
     }
     for (uint32_t j = 0; sign && j < W; j++)
-        sign[j] = kiln_f32_to_f16(j % 8 == 3 ? -1.0f : 1.0f);
-    return op2(L, "ElementWiseMultiply", t, stat(L, NULL, QNN_FLOAT16, 1, &W, sign), rank, dims);
+        sign[j] = j % 8 == 3 ? -1.0f : 1.0f;
+    qnn_tensor st;
+    if (is_fixed(t)) {
+        st = static_fixed(L, NULL, 1, &W, sign, W);
+        L->cur = enc_sym(L, enc_absmax(L, t));
+        kiln_free(sign);
+    } else {
+        uint16_t *h = sign ? kiln_malloc(sizeof(uint16_t) * W) : NULL;
+        if (sign && !h) L->st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+        for (uint32_t j = 0; h && j < W; j++)
+            h[j] = kiln_f32_to_f16(sign[j]);
+        kiln_free(sign);
+        st = stat(L, NULL, QNN_FLOAT16, 1, &W, h);
+    }
+    qnn_tensor o = is_fixed(t) || !L->fixed
+                       ? nat(L, rank, dims)
+                       : mk(L, NULL, QNN_TENSOR_NATIVE, QNN_FLOAT16, rank, dims, NULL, 0);
+    qnn_tensor in[2] = {t, st};
+    op(L, "ElementWiseMultiply", NULL, 0, in, 2, &o);
+    return o;
 }
 
 static void set(lower *L, int32_t vi, qnn_tensor t) {
@@ -431,6 +669,13 @@ static qnn_tensor mask(lower *L, int with_new) {
         uint32_t d[2] = {L->Tm, L->S + (with_new ? L->Tm : 0)};
         qnn_tensor t = io(L, with_new ? QNN_IN_MASK_NEW : QNN_IN_MASK_ALL, -1,
                           with_new ? "in.mask_new" : "in.mask_all", QNN_FLOAT16, 2, d);
+        if (L->fixed) { /* {0, MASK_OFF} saturates to {0, -100}: enough, as the scores'
+                         * encoding ends 16 below the lowest calibrated score */
+            qnn_quant keep_cur = L->cur;
+            L->cur = enc_range(L, -100.0, 0.0);
+            t = from_float(L, t, 2, d);
+            L->cur = keep_cur;
+        }
         if (with_new)
             L->mask_new = t, L->have_mask_new = !L->st;
         else
@@ -439,8 +684,21 @@ static qnn_tensor mask(lower *L, int with_new) {
     return with_new ? L->mask_new : L->mask_all;
 }
 
-/* A state (or a view of it) read whole, as fp16 [S, W]. */
+static qnn_tensor state_in_float(lower *L, int32_t vi);
+
+/* A state (or a view of it) read whole, as fp16 [S, W]; in a fixed-point
+ * graph quantized inside it, symmetric (the cache itself stays fp16). */
 static qnn_tensor state_in(lower *L, int32_t vi) {
+    qnn_tensor t = state_in_float(L, vi);
+    if (!L->fixed || L->st) return t;
+    qnn_quant keep_cur = L->cur;
+    L->cur = state_enc(L, vi);
+    t = from_float(L, t, 2, t.v2.dims);
+    L->cur = keep_cur;
+    return t;
+}
+
+static qnn_tensor state_in_float(lower *L, int32_t vi) {
     const kiln_value *v = &L->g->values[vi];
     const kiln_state *s = &L->m->states[v->ref];
     uint32_t dims[2] = {(uint32_t)s->ne[0], (uint32_t)s->ne[1]};
@@ -458,26 +716,72 @@ static qnn_tensor state_in(lower *L, int32_t vi) {
             t.v2.quant.definition = t.v2.quant.encoding = QNN_QUANT_NONE;
             t.v2.rank = 2;
             t.v2.dims = L->gi->io[i].dims;
-            return s->dtype == KILN_F16 ? t : cast(L, t, nat(L, 2, dims));
+            return s->dtype == KILN_F16 || L->fixed ? t : cast(L, t, nat(L, 2, dims));
         }
     qnn_tensor t =
         io(L, QNN_IN_STATE, vi, name, s->dtype == KILN_F16 ? QNN_FLOAT16 : QNN_FLOAT32, 2, dims);
-    return s->dtype == KILN_F16 ? t : cast(L, t, nat(L, 2, dims));
+    return s->dtype == KILN_F16 || L->fixed ? t : cast(L, t, nat(L, 2, dims));
 }
 
 /* ---- weight-only quantized matmuls (qnn:quant=) ----------------------------- */
 
+static const char *const QUANT_NAMES[QNN_QUANT_COUNT] = {"fp16", "w8", "16a8w", "8a8w", "16a4w"};
+
 int qnn_quant_from_name(const char *name) {
-    return !strcmp(name, "w8") ? QNN_QUANT_W8 : -1;
+    for (int i = 1; i < QNN_QUANT_COUNT; i++)
+        if (!strcmp(name, QUANT_NAMES[i])) return i;
+    return -1;
 }
 
 const char *qnn_quant_name(int mode) {
-    return mode == QNN_QUANT_W8 ? "w8" : "fp16";
+    return mode > 0 && mode < QNN_QUANT_COUNT ? QUANT_NAMES[mode] : QUANT_NAMES[0];
+}
+
+int qnn_quant_fixed(int mode) {
+    return mode == QNN_QUANT_16A8W || mode == QNN_QUANT_8A8W || mode == QNN_QUANT_16A4W;
 }
 
 const char *qnn_quant_weights(int mode) {
-    return mode == QNN_QUANT_W8 ? "matmul weights int8 per output channel, symmetric"
-                                : "fp16, converted from the checkpoint";
+    return mode == QNN_QUANT_FP16 ? "fp16, converted from the checkpoint"
+           : mode == QNN_QUANT_16A4W
+               ? "matmul weights int4 per output channel, symmetric (int8 containers); norm "
+                 "weights, the embedding table and rope tables in the activations' type"
+           : qnn_quant_fixed(mode)
+               ? "matmul weights int8 per output channel, symmetric; norm weights, the embedding "
+                 "table and rope tables in the activations' type"
+               : "matmul weights int8 per output channel, symmetric";
+}
+
+const char *qnn_quant_activations(int mode) {
+    return mode == QNN_QUANT_16A8W || mode == QNN_QUANT_16A4W
+               ? "uint16 per tensor, asymmetric, from calibration ranges"
+           : mode == QNN_QUANT_8A8W ? "uint8 per tensor, asymmetric, from calibration ranges"
+                                    : "fp16 (weight-only quantization)";
+}
+
+const char *qnn_quant_kv(int mode) {
+    return qnn_quant_fixed(mode) ? "fp16 in the cache; quantized symmetric inside each graph "
+                                   "(the range of the rows stored)"
+                                 : "fp16 (not quantized)";
+}
+
+/* An int4 row's scale: of the clipping points mx * f / 7 (f from 1 down to
+ * 0.5), the one with the least squared error. With 15 levels, clipping the
+ * few largest weights buys a finer step for all the others (stories260K,
+ * 16a4w: perplexity ... against absmax's ...). */
+static float int4_scale(const float *row, int64_t K, float mx) {
+    float best = mx / 7.0f;
+    double best_err = INFINITY;
+    for (int i = 0; i <= 10; i++) {
+        float sc = mx * (1.0f - 0.05f * (float)i) / 7.0f;
+        double err = 0;
+        for (int64_t k = 0; k < K; k++) {
+            float d = row[k] - fminf(fmaxf(rintf(row[k] / sc), -7.0f), 7.0f) * sc;
+            err += (double)d * d;
+        }
+        if (err < best_err) best_err = err, best = sc;
+    }
+    return best;
 }
 
 /* Weight value vi [N, K] as a static int8 tensor, one symmetric scale per
@@ -497,6 +801,9 @@ static qnn_tensor weight_q(lower *L, int32_t vi) {
         return (qnn_tensor){0};
     }
     size_t stride = kiln_dtype_row_bytes(c->dtype, K);
+    /* 16a4w: int4 values (-7..7) in int8 containers */
+    int four = L->q && L->q->mode == QNN_QUANT_16A4W;
+    float top = four ? 7.0f : 127.0f;
     for (int64_t r = 0; r < N; r++) {
         so[r].scale = 1.0f; /* validation: no data, any valid scale */
         if (!L->graph) continue;
@@ -510,18 +817,29 @@ static qnn_tensor weight_q(lower *L, int32_t vi) {
         float mx = 0;
         for (int64_t k = 0; k < K; k++)
             mx = fmaxf(mx, fabsf(row[k]));
-        if (mx > 0) so[r].scale = mx / 127.0f;
+        if (mx > 0) so[r].scale = four ? int4_scale(row, K, mx) : mx / top;
         for (int64_t k = 0; k < K; k++)
-            q[r * K + k] = (int8_t)fminf(fmaxf(rintf(row[k] / so[r].scale), -127.0f), 127.0f);
+            q[r * K + k] = (int8_t)fminf(fmaxf(rintf(row[k] / so[r].scale), -top), top);
     }
     kiln_free(row);
+    if (q) keep(L, q);
     qnn_quant qp;
     memset(&qp, 0, sizeof qp);
     qp.definition = QNN_DEFINED;
-    qp.encoding = QNN_ENC_AXIS;
-    qnn_axis_scale_offset ax = {.axis = 0, .n = (uint32_t)N, .so = so};
-    memcpy(qp.params, &ax, sizeof ax);
-    if (q) keep(L, q);
+    if (four) {
+        float *sc = keep(L, kiln_malloc(sizeof(float) * (size_t)N));
+        int32_t *off = keep(L, kiln_calloc((size_t)N, sizeof(int32_t)));
+        if (L->st) return (qnn_tensor){0};
+        for (int64_t r = 0; r < N; r++)
+            sc[r] = so[r].scale;
+        qnn_bw_axis bw = {.bitwidth = 4, .axis = 0, .n = (uint32_t)N, .scales = sc, .offsets = off};
+        qp.encoding = QNN_ENC_BW_AXIS;
+        memcpy(qp.params, &bw, sizeof bw);
+    } else {
+        qnn_axis_scale_offset ax = {.axis = 0, .n = (uint32_t)N, .so = so};
+        qp.encoding = QNN_ENC_AXIS;
+        memcpy(qp.params, &ax, sizeof ax);
+    }
     char name[KILN_NAME_MAX + 8];
     snprintf(name, sizeof name, "q.%s", c->name);
     return mkq(L, name, QNN_TENSOR_STATIC, QNN_SFIXED8, 2, dims, q, (uint64_t)(N * K), &qp);
@@ -572,12 +890,27 @@ static void lower_eltwise(lower *L, const kiln_node *n) {
     const kiln_value *ov = &L->g->values[n->out];
     uint32_t dims[KILN_MAX_DIMS];
     int rank = value_dims(ov, dims);
+    if (L->fixed && n->op == KILN_OP_ADD) {
+        /* the residual stream stays fp16 in a fixed-point graph: its range
+         * holds a model's few huge activations (SmolLM2: to 22550), where
+         * a per-tensor uint16 step is 0.35, and each layer's add would
+         * round every small value again */
+        qnn_tensor in[2] = {get_in(L, n->in[0], 1), get_in(L, n->in[1], 1)};
+        qnn_tensor o = mk(L, NULL, QNN_TENSOR_NATIVE, QNN_FLOAT16, rank, dims, NULL, 0);
+        op(L, "ElementWiseAdd", NULL, 0, in, 2, &o);
+        set(L, n->out, o);
+        return;
+    }
     qnn_tensor a = get(L, n->in[0]);
+    qnn_quant out_enc = L->cur;
+    if (L->fixed) L->cur = enc_range(L, 0, 1); /* a sigmoid's */
     if (n->op == KILN_OP_SILU) {
         qnn_tensor s = op1(L, "Sigmoid", a, rank, dims);
+        L->cur = out_enc;
         set(L, n->out, op2(L, "ElementWiseMultiply", a, s, rank, dims));
         return;
     }
+    L->cur = out_enc;
     if (n->op == KILN_OP_SOFTMAX) {
         qnn_tensor o = nat(L, rank, dims);
         qnn_param ps[2] = {p_u32("axis", (uint32_t)rank - 1), p_f32("beta", 1.0f)};
@@ -587,8 +920,12 @@ static void lower_eltwise(lower *L, const kiln_node *n) {
     }
     qnn_tensor b = get(L, n->in[1]);
     if (n->op == KILN_OP_SWIGLU) {
+        if (L->fixed) L->cur = enc_range(L, 0, 1);
         qnn_tensor s = op1(L, "Sigmoid", a, rank, dims);
+        if (L->fixed) /* silu(g) lies in [-0.2785, max(g, 0)] */
+            L->cur = enc_range(L, -0.2785, enc_absmax(L, a));
         qnn_tensor g = op2(L, "ElementWiseMultiply", a, s, rank, dims);
+        L->cur = out_enc;
         set(L, n->out, op2(L, "ElementWiseMultiply", g, b, rank, dims));
         return;
     }
@@ -600,10 +937,29 @@ static void lower_get_rows(lower *L, const kiln_node *n) {
     const kiln_value *ov = &L->g->values[n->out];
     uint32_t dims[2] = {(uint32_t)ov->ne[0], (uint32_t)ov->ne[1]};
     qnn_tensor in[2] = {get(L, n->in[0]), get(L, n->in[1])};
-    qnn_tensor o = nat(L, 2, dims);
+    qnn_tensor o = nat_as(L, in[0], 2, dims); /* fixed point: the table's encoding */
     qnn_param p = p_scalar("axis", QNN_INT32, 0);
     op(L, "Gather", &p, 1, in, 2, &o);
     set(L, n->out, o);
+}
+
+/* A static table [dims] of values in [-1, 1] (taken: freed here): fp16, or
+ * the activation type over [-1, 1]. */
+static qnn_tensor table(lower *L, const char *name, int rank, const uint32_t *dims, float *x) {
+    size_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= dims[i];
+    if (L->fixed) {
+        qnn_tensor t = static_fixed_in(L, name, rank, dims, x, n, -1, 1);
+        kiln_free(x);
+        return t;
+    }
+    uint16_t *h = x ? kiln_malloc(sizeof(uint16_t) * n) : NULL;
+    if (x && !h && !L->st) L->st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; h && i < n; i++)
+        h[i] = kiln_f32_to_f16(x[i]);
+    kiln_free(x);
+    return stat(L, name, QNN_FLOAT16, rank, dims, h);
 }
 
 /* cos and sin of (pos + i) * freq_j for this node's rope, gathered for the
@@ -621,7 +977,7 @@ static rope_tab *rope_tables(lower *L, const kiln_node *n) {
     rope_tab *r = &L->ropes[L->n_ropes];
     r->theta = n->fattr[0], r->n_rot = n_rot, r->freqs = freqs;
     uint32_t half = (uint32_t)n_rot / 2, S = L->S ? L->S : 1;
-    uint16_t *c = NULL, *s = NULL;
+    float *c = NULL, *s = NULL;
     if (L->graph) {
         const float *ff = NULL;
         if (freqs >= 0) {
@@ -633,8 +989,8 @@ static rope_tab *rope_tables(lower *L, const kiln_node *n) {
             }
             ff = fc->data;
         }
-        c = kiln_malloc(sizeof(uint16_t) * S * half);
-        s = kiln_malloc(sizeof(uint16_t) * S * half);
+        c = kiln_malloc(sizeof(float) * S * half);
+        s = kiln_malloc(sizeof(float) * S * half);
         if (!c || !s) {
             kiln_free(c);
             kiln_free(s);
@@ -646,23 +1002,23 @@ static rope_tab *rope_tables(lower *L, const kiln_node *n) {
                 float freq = 1.0f / powf(r->theta, (float)(2 * j) / (float)n_rot);
                 if (ff) freq /= ff[j];
                 float val = (float)p * freq;
-                c[p * half + j] = kiln_f32_to_f16(cosf(val));
-                s[p * half + j] = kiln_f32_to_f16(sinf(val));
+                c[p * half + j] = cosf(val);
+                s[p * half + j] = sinf(val);
             }
     }
     char name[64];
     uint32_t td[2] = {S, half}, gd[2] = {L->Tm, half};
     snprintf(name, sizeof name, "rope%d.cos", L->n_ropes);
-    qnn_tensor ct = stat(L, name, QNN_FLOAT16, 2, td, c);
+    qnn_tensor ct = table(L, name, 2, td, c);
     snprintf(name, sizeof name, "rope%d.sin", L->n_ropes);
-    qnn_tensor st = stat(L, name, QNN_FLOAT16, 2, td, s);
+    qnn_tensor st = table(L, name, 2, td, s);
     qnn_tensor pos = positions(L);
     qnn_param p = p_scalar("axis", QNN_INT32, 0);
     qnn_tensor in[2] = {ct, pos};
-    r->cos = nat(L, 2, gd);
+    r->cos = nat_as(L, ct, 2, gd);
     op(L, "Gather", &p, 1, in, 2, &r->cos);
     in[0] = st;
-    r->sin = nat(L, 2, gd);
+    r->sin = nat_as(L, st, 2, gd);
     op(L, "Gather", &p, 1, in, 2, &r->sin);
     if (L->st) return NULL;
     L->n_ropes++;
@@ -680,17 +1036,20 @@ static int rope_expanded(lower *L, rope_tab *r, uint32_t T, uint32_t nh, uint32_
         }
     if (r->n_exp == 2) return 0;
     uint32_t dh[3] = {T, nh, half}, dc[3] = {T, 1, half};
-    uint16_t *z = L->graph ? kiln_calloc((size_t)T * nh * half, sizeof(uint16_t)) : NULL;
+    float *z = L->graph ? kiln_calloc((size_t)T * nh * half, sizeof(float)) : NULL;
     if (L->graph && !z) {
         L->st = kiln_error(KILN_ERR_NOMEM, "out of memory");
         return 0;
     }
-    qnn_tensor zero = stat(L, NULL, QNN_FLOAT16, 3, dh, z);
+    qnn_tensor zero = table(L, NULL, 3, dh, z);
+    qnn_quant keep_cur = L->cur;
+    if (L->fixed) L->cur = enc_range(L, -1, 1);
     int i = r->n_exp++;
     r->eheads[i] = nh;
     r->ecos[i] = op2(L, "ElementWiseAdd", reshape(L, r->cos, 3, dc), zero, 3, dh);
     r->esin[i] = op2(L, "ElementWiseAdd", reshape(L, r->sin, 3, dc), zero, 3, dh);
     r->ensin[i] = op2(L, "ElementWiseSubtract", zero, r->esin[i], 3, dh);
+    L->cur = keep_cur;
     *c = r->ecos[i], *s = r->esin[i], *ns = r->ensin[i];
     return 1;
 }
@@ -716,21 +1075,28 @@ static void lower_rope(lower *L, const kiln_node *n) {
     uint32_t R = neox ? 3 : 4, lo = neox ? half : 1, hi = neox ? nrot : 2;
     uint32_t dh[4] = {T, nh, half, 1}, dc[4] = {T, 1, half, 1}, d4[4] = {T, nh, half, 2};
     qnn_tensor xs = neox ? xr : reshape(L, xr, 4, d4);
-    qnn_tensor c, s, ns, x1 = slice_last(L, xs, 0, lo), x2 = slice_last(L, xs, lo, hi), a;
+    qnn_tensor c, s, ns, x1 = slice_last(L, xs, 0, lo), x2 = slice_last(L, xs, lo, hi);
+    /* fixed point: each product within max |x|, a and b within the output's range */
+    qnn_quant out_enc = L->cur;
+    if (L->fixed) L->cur = enc_sym(L, enc_absmax(L, x));
+    qnn_tensor p[4];
+    const char *a_op = "ElementWiseAdd";
     if (rope_expanded(L, r, T, nh, half, &c, &s, &ns)) {
         if (!neox) c = reshape(L, c, 4, dh), s = reshape(L, s, 4, dh), ns = reshape(L, ns, 4, dh);
-        a = op2(L, "ElementWiseAdd", op2(L, "ElementWiseMultiply", x1, c, R, dh),
-                op2(L, "ElementWiseMultiply", x2, ns, R, dh), R, dh);
+        p[1] = op2(L, "ElementWiseMultiply", x2, ns, R, dh);
     } else {
         c = reshape(L, r->cos, R, dc), s = reshape(L, r->sin, R, dc);
-        a = op2(L, "ElementWiseSubtract", op2(L, "ElementWiseMultiply", x1, c, R, dh),
-                op2(L, "ElementWiseMultiply", x2, s, R, dh), R, dh);
+        p[1] = op2(L, "ElementWiseMultiply", x2, s, R, dh);
+        a_op = "ElementWiseSubtract";
     }
-    qnn_tensor b = op2(L, "ElementWiseAdd", op2(L, "ElementWiseMultiply", x2, c, R, dh),
-                       op2(L, "ElementWiseMultiply", x1, s, R, dh), R, dh);
+    p[0] = op2(L, "ElementWiseMultiply", x1, c, R, dh);
+    p[2] = op2(L, "ElementWiseMultiply", x2, c, R, dh);
+    p[3] = op2(L, "ElementWiseMultiply", x1, s, R, dh);
+    L->cur = out_enc;
+    qnn_tensor a = op2(L, a_op, p[0], p[1], R, dh), b = op2(L, "ElementWiseAdd", p[2], p[3], R, dh);
     qnn_tensor rot = concat(L, a, b, R - 1);
     if (!neox) rot = reshape(L, rot, 3, dr);
-    if (nrot < hd) rot = concat(L, rot, slice_last(L, x, nrot, hd), 2);
+    if (nrot < hd) rot = concat(L, rot, requant(L, slice_last(L, x, nrot, hd), out_enc), 2);
     uint32_t d2[2] = {T, W};
     set(L, n->out, reshape(L, rot, 2, d2));
 }
@@ -744,7 +1110,7 @@ static void lower_kv_store(lower *L, const kiln_node *n) {
     snprintf(name, sizeof name, "out.%s", n->name);
     qnn_tensor o = io(L, QNN_OUT_KV_ROWS, n->out, name,
                       s->dtype == KILN_F16 ? QNN_FLOAT16 : QNN_FLOAT32, 2, dims);
-    cast(L, x, o);
+    to_float(L, x, o);
     L->vals[n->out].kind = 2;
     L->vals[n->out].t = x;
     L->vals[n->out].state = n->in[0];
@@ -764,23 +1130,37 @@ static void lower_attention(lower *L, const kiln_node *n) {
     }
     int with_new = kq->kind == 2;
     qnn_tensor K, V;
+    qnn_quant out_enc = L->cur;
     if (with_new) {
-        K = concat(L, state_in(L, kq->state), kq->t, 0);
-        V = concat(L, state_in(L, vq->state), vq->t, 0);
+        qnn_tensor kc = state_in(L, kq->state), vc = state_in(L, vq->state);
+        K = concat(L, kc, requant(L, kq->t, kc.v2.quant), 0);
+        V = concat(L, vc, requant(L, vq->t, vc.v2.quant), 0);
     } else {
         K = state_in(L, n->in[1]);
         V = state_in(L, n->in[2]);
     }
     uint32_t Lr = L->S + (with_new ? T : 0);
     qnn_tensor q = get(L, n->in[0]);
-    uint16_t *sc = L->graph ? kiln_malloc(sizeof(uint16_t)) : NULL;
-    if (L->graph && !sc) {
-        L->st = kiln_error(KILN_ERR_NOMEM, "out of memory");
-        return;
-    }
-    if (sc) *sc = kiln_f32_to_f16(1.0f / n->fattr[0]);
     uint32_t one = 1, dq[2] = {T, H * hd};
-    qnn_tensor scale = stat(L, NULL, QNN_FLOAT16, 1, &one, sc);
+    float inv = 1.0f / n->fattr[0];
+    qnn_tensor scale;
+    double s_lo = 0, s_hi = 0; /* fixed point: the scores' calibrated range */
+    if (L->fixed) {
+        char nm[KILN_NAME_MAX + 8];
+        snprintf(nm, sizeof nm, "scores:%s", n->name);
+        range_of(L, nm, &s_lo, &s_hi);
+        scale = static_fixed_in(L, NULL, 1, &one, L->graph ? &inv : NULL, 1, 0, inv);
+        qnn_scale_offset qs = enc_of(q);
+        L->cur = enc_range(L, qs.offset * qs.scale * inv, (L->qmax + qs.offset) * qs.scale * inv);
+    } else {
+        uint16_t *sc = L->graph ? kiln_malloc(sizeof(uint16_t)) : NULL;
+        if (L->graph && !sc) {
+            L->st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+            return;
+        }
+        if (sc) *sc = kiln_f32_to_f16(inv);
+        scale = stat(L, NULL, QNN_FLOAT16, 1, &one, sc);
+    }
     q = op2(L, "ElementWiseMultiply", q, scale, 2, dq);
     uint32_t dq4[4] = {T, KV, G, hd}, dq3[3] = {KV, G * T, hd}, pq[4] = {1, 2, 0, 3};
     q = reshape(L, transpose(L, reshape(L, q, 4, dq4), pq), 3, dq3);
@@ -788,16 +1168,23 @@ static void lower_attention(lower *L, const kiln_node *n) {
     qnn_tensor k = transpose(L, reshape(L, K, 3, dk3), pk); /* [KV, Lr, hd] */
     qnn_tensor v = transpose(L, reshape(L, V, 3, dk3), pk);
     uint32_t ds[3] = {KV, G * T, Lr}, ds4[4] = {KV, G, T, Lr};
+    /* fixed point: the scores over their range; with the mask, 16 below its
+     * low end, where a masked score ends (exp(-16) is nothing next to 1) */
+    if (L->fixed) L->cur = enc_range(L, s_lo, s_hi);
     qnn_tensor s = nat(L, 3, ds);
     qnn_param tp[2] = {p_scalar("transpose_in0", QNN_BOOL8, 0),
                        p_scalar("transpose_in1", QNN_BOOL8, 1)};
     qnn_tensor in[2] = {q, k};
     op(L, "MatMul", tp, 2, in, 2, &s);
-    qnn_tensor s4 = op2(L, "ElementWiseAdd", reshape(L, s, 4, ds4), mask(L, with_new), 4, ds4);
+    qnn_tensor m4 = mask(L, with_new), s4r = reshape(L, s, 4, ds4);
+    if (L->fixed) L->cur = enc_range(L, s_lo - 16, s_hi);
+    qnn_tensor s4 = op2(L, "ElementWiseAdd", s4r, m4, 4, ds4);
+    if (L->fixed) L->cur = enc_range(L, 0, 1);
     qnn_tensor pr = nat(L, 4, ds4);
     qnn_param sp[2] = {p_u32("axis", 3), p_f32("beta", 1.0f)};
     op(L, "Softmax", sp, 2, &s4, 1, &pr);
     uint32_t do3[3] = {KV, G * T, hd}, do4[4] = {KV, G, T, hd}, po[4] = {2, 0, 1, 3};
+    L->cur = out_enc;
     qnn_tensor o = nat(L, 3, do3);
     in[0] = reshape(L, pr, 3, ds), in[1] = v;
     op(L, "MatMul", NULL, 0, in, 2, &o);
@@ -811,13 +1198,16 @@ static void lower_logits(lower *L, const kiln_node *n) {
     qnn_tensor y = perturbed(L, matmul(L, n), 2, dims);
     char name[KILN_NAME_MAX + 8];
     snprintf(name, sizeof name, "out.%s", L->g->values[n->out].name);
-    cast(L, y, io(L, QNN_OUT_LOGITS, n->out, name, QNN_FLOAT32, 2, dims));
+    to_float(L, y, io(L, QNN_OUT_LOGITS, n->out, name, QNN_FLOAT32, 2, dims));
     L->gi->flag_value = n->n_in > 2 ? n->in[2] : -1;
     L->vals[n->out].kind = 3; /* a graph output already */
 }
 
 static void lower_node(lower *L, const kiln_node *n) {
     L->node = n;
+    /* fixed point: what the node makes gets its output's calibrated range,
+     * unless the lowering says otherwise (a kv_store's output is the cache) */
+    if (L->fixed && n->op != KILN_OP_KV_STORE) L->cur = value_enc(L, n->out);
     switch ((kiln_op)n->op) {
     case KILN_OP_GET_ROWS:
         lower_get_rows(L, n);
@@ -883,6 +1273,16 @@ kiln_status qnn_lower_partition(const qnn_rt *rt, qnn_handle ctx, const kiln_mod
     lower L;
     kiln_status st = lower_init(&L, rt, m, g, gi);
     L.q = q;
+    if (q && qnn_quant_fixed(q->mode)) {
+        L.fixed = 1;
+        L.adt = q->mode == QNN_QUANT_8A8W ? QNN_UFIXED8 : QNN_UFIXED16;
+        L.qmax = q->mode == QNN_QUANT_8A8W ? 255 : 65535;
+        L.cur = enc_range(&L, -1, 1);
+        L.range_names = kiln_meta_find(m, "calibration.names");
+        L.ranges = kiln_meta_find(m, "calibration.ranges");
+        if (L.range_names && L.range_names->type != KILN_META_STR_ARRAY) L.range_names = NULL;
+        if (L.ranges && L.ranges->type != KILN_META_FLOAT_ARRAY) L.ranges = NULL;
+    }
     if (!st && !(gi->name = kiln_strdup(name))) st = kiln_error(KILN_ERR_NOMEM, "out of memory");
     if (st) {
         kiln_free(L.vals);
@@ -909,7 +1309,7 @@ kiln_status qnn_lower_partition(const qnn_rt *rt, qnn_handle ctx, const kiln_mod
         char nm[KILN_NAME_MAX + 8];
         snprintf(nm, sizeof nm, "out.%s", v->name);
         L.node = NULL;
-        cast(&L, L.vals[vi].t, io(&L, QNN_OUT_VALUE, vi, nm, QNN_FLOAT32, rank, dims));
+        to_float(&L, L.vals[vi].t, io(&L, QNN_OUT_VALUE, vi, nm, QNN_FLOAT32, rank, dims));
     }
     if (!L.st && (e = f->graph_finalize(L.graph, NULL, NULL)))
         L.st = kiln_error_wrap(qnn_fail(rt->lib, "graphFinalize", e), "graph '%s'", name);
