@@ -418,7 +418,7 @@ if [ $? = 0 ] && [ "$(grep -c 'what leaves it .*: ok (passes at cos >= 0.99)$' <
   ok "smollm2_w8_checked ($(grep -o 'binary [0-9.]* MB' <<<"$out"); $(grep -m1 -o 'worst [^;]*' <<<"$out"))"
 else bad smollm2_w8_checked "$(grep -E 'check:|error' <<<"$out" | tail -3)"; fi
 # activation quantization (qnn:quant=16a8w, calibrated on the built-in
-# text): perplexity within 3% of the fp16 QNN program's (measured +1.2%)
+# text): perplexity within 3% of the fp16 QNN program's (measured +1.8%)
 out=$("$KILN" compile "$GGUF" --backend qnn:quant=16a8w,cpu --prefill 32 --max-seq 512 -o "$WORK/smol_16a8w.kiln" 2>&1)
 if [ $? = 0 ] && grep -q "calibrate: 128 tokens of 'built-in' on ref" <<<"$out"; then
   p16=$("$KILN" perplexity -m "$WORK/smol_16a8w.kiln" -f "$WORK/text.txt" --ctx 128 --limit 4 2>&1 |

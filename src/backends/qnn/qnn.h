@@ -110,6 +110,9 @@ const char *qnn_quant_weights(int mode);     /* what `kiln info` says of the wei
 const char *qnn_quant_activations(int mode); /* ... of the activations */
 const char *qnn_quant_kv(int mode);          /* ... of the KV cache */
 int qnn_quant_fixed(int mode);               /* 1: activations in fixed point */
+/* In a fixed-point graph, a matmul or gated product whose calibrated range
+ * (with its headroom) is wider than this computes in fp16 (qnn_lower.c). */
+#define QNN_OUTLIER_RANGE 2048.0
 typedef struct qnn_quant_opts {
     int mode;
     /* qnn:perturb=NODE, a test switch: that node's lowering is made wrong
@@ -117,6 +120,10 @@ typedef struct qnn_quant_opts {
      * debugger has a wrong lowering to find; NULL: none */
     const char *perturb;
     int n_quantized; /* out, counted per graph */
+    /* out, per graph: nodes of a fixed-point graph computing in fp16 for
+     * their outlier ranges, and the first ones' names */
+    int n_outliers;
+    char outliers[256];
 } qnn_quant_opts;
 
 /* Builds partition p of method g into a new QNN graph of ctx (already made

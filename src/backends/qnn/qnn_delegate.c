@@ -206,7 +206,11 @@ static kiln_status qnn_prepare(kiln_module *m, int b, const kiln_prepare_options
             if (qo.mode != QNN_QUANT_FP16)
                 say(o, "qnn: graph '%s': %d matmul weights quantized (%s)", name, qo.n_quantized,
                     qnn_quant_weights(qo.mode));
-            qo.n_quantized = 0;
+            if (qo.n_outliers)
+                say(o, "qnn: graph '%s': %d node%s in fp16 for ranges past %.0f wide: %s", name,
+                    qo.n_outliers, qo.n_outliers == 1 ? "" : "s", QNN_OUTLIER_RANGE, qo.outliers);
+            qo.n_quantized = qo.n_outliers = 0;
+            qo.outliers[0] = 0;
             made++;
             kiln_free(p->graph);
             if (!(p->graph = kiln_strdup(name))) st = kiln_error(KILN_ERR_NOMEM, "out of memory");

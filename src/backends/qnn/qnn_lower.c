@@ -80,7 +80,8 @@ typedef struct {
     /* fixed-point graphs (qnn_quant_fixed): the activations' dtype and
      * largest code, the encoding the next native tensor gets (nat), and
      * the compiler's calibration ranges (module metadata) */
-    int fixed;
+    int fixed_graph; /* a fixed-point graph (qnn_quant_fixed) */
+    int fixed;       /* ... and the node being lowered computes in fixed point */
     uint32_t adt, qmax;
     qnn_quant cur;
     const kiln_meta *range_names, *ranges;
@@ -491,9 +492,11 @@ static qnn_tensor static_fixed_in(lower *L, const char *name, int rank, const ui
 
 static qnn_tensor static_fixed(lower *L, const char *name, int rank, const uint32_t *dims,
                                const float *x, size_t n) {
-    double lo = 0, hi = 0;
-    for (size_t i = 0; x && i < n; i++)
-        lo = fmin(lo, x[i]), hi = fmax(hi, x[i]);
+    float lo = 0, hi = 0; /* (plain compares: gcc 12's aarch64 vectorizer fails on fmin here) */
+    for (size_t i = 0; x && i < n; i++) {
+        if (x[i] < lo) lo = x[i];
+        if (x[i] > hi) hi = x[i];
+    }
     return static_fixed_in(L, name, rank, dims, x, n, lo, hi);
 }
 
@@ -592,7 +595,7 @@ static int is_fixed(qnn_tensor t) {
  * once when it was made in the other. */
 static qnn_tensor get_in(lower *L, int32_t vi, int want_f16) {
     qnn_tensor t = get_raw(L, vi, want_f16);
-    if (!L->fixed || L->st || t.v2.dtype == QNN_INT32 || is_fixed(t) != want_f16) return t;
+    if (!L->fixed_graph || L->st || t.v2.dtype == QNN_INT32 || is_fixed(t) != want_f16) return t;
     qval *q = &L->vals[vi];
     if (q->has_alt) return q->alt;
     qnn_quant keep_cur = L->cur;
@@ -611,7 +614,7 @@ static qnn_tensor get_in(lower *L, int32_t vi, int want_f16) {
 }
 
 static qnn_tensor get(lower *L, int32_t vi) {
-    return get_in(L, vi, 0);
+    return get_in(L, vi, L->fixed_graph && !L->fixed);
 }
 
 /* qnn:perturb=NODE: node L->node's output t [.., W] with every 8th column
@@ -640,7 +643,7 @@ static qnn_tensor perturbed(lower *L, qnn_tensor t, int rank, const uint32_t *di
         kiln_free(sign);
         st = stat(L, NULL, QNN_FLOAT16, 1, &W, h);
     }
-    qnn_tensor o = is_fixed(t) || !L->fixed
+    qnn_tensor o = is_fixed(t) || !L->fixed_graph
                        ? nat(L, rank, dims)
                        : mk(L, NULL, QNN_TENSOR_NATIVE, QNN_FLOAT16, rank, dims, NULL, 0);
     qnn_tensor in[2] = {t, st};
@@ -890,7 +893,7 @@ static void lower_eltwise(lower *L, const kiln_node *n) {
     const kiln_value *ov = &L->g->values[n->out];
     uint32_t dims[KILN_MAX_DIMS];
     int rank = value_dims(ov, dims);
-    if (L->fixed && n->op == KILN_OP_ADD) {
+    if (L->fixed_graph && n->op == KILN_OP_ADD) {
         /* the residual stream stays fp16 in a fixed-point graph: its range
          * holds a model's few huge activations (SmolLM2: to 22550), where
          * a per-tensor uint16 step is 0.35, and each layer's add would
@@ -1203,10 +1206,35 @@ static void lower_logits(lower *L, const kiln_node *n) {
     L->vals[n->out].kind = 3; /* a graph output already */
 }
 
+/* A matmul or gated product whose output's range (with headroom) spans
+ * more than QNN_OUTLIER_RANGE computes in fp16 inside a fixed-point graph: a
+ * model's few huge activations set such ranges (SmolLM2's blk.11 ffn_down
+ * writes 22500 into the residual at the first token; blk.28 and 29 take it
+ * out), and on one uint16 step of 0.5 every other token's output rounds to
+ * noise (--check on the held-out text: decode's blk.11.ffn_down at own
+ * cosine 0.976). Its weights stay quantized, as with quant=w8. */
+static int outlier(lower *L, const kiln_node *n) {
+    if (n->op != KILN_OP_MATMUL && n->op != KILN_OP_SWIGLU && n->op != KILN_OP_SILU &&
+        n->op != KILN_OP_MUL)
+        return 0;
+    double lo, hi;
+    return range_of(L, L->g->values[n->out].name, &lo, &hi) && hi - lo > QNN_OUTLIER_RANGE;
+}
+
 static void lower_node(lower *L, const kiln_node *n) {
     L->node = n;
     /* fixed point: what the node makes gets its output's calibrated range,
      * unless the lowering says otherwise (a kv_store's output is the cache) */
+    L->fixed = L->fixed_graph && !outlier(L, n);
+    if (L->fixed_graph && !L->fixed && L->q) {
+        size_t len = strlen(L->q->outliers);
+        if (len + strlen(n->name) + 6 < sizeof L->q->outliers)
+            snprintf(L->q->outliers + len, sizeof L->q->outliers - len, "%s%s", len ? ", " : "",
+                     n->name);
+        else if (!strstr(L->q->outliers, ", ..."))
+            snprintf(L->q->outliers + len, sizeof L->q->outliers - len, ", ...");
+        L->q->n_outliers++;
+    }
     if (L->fixed && n->op != KILN_OP_KV_STORE) L->cur = value_enc(L, n->out);
     switch ((kiln_op)n->op) {
     case KILN_OP_GET_ROWS:
@@ -1274,7 +1302,7 @@ kiln_status qnn_lower_partition(const qnn_rt *rt, qnn_handle ctx, const kiln_mod
     kiln_status st = lower_init(&L, rt, m, g, gi);
     L.q = q;
     if (q && qnn_quant_fixed(q->mode)) {
-        L.fixed = 1;
+        L.fixed_graph = L.fixed = 1;
         L.adt = q->mode == QNN_QUANT_8A8W ? QNN_UFIXED8 : QNN_UFIXED16;
         L.qmax = q->mode == QNN_QUANT_8A8W ? 255 : 65535;
         L.cur = enc_range(&L, -1, 1);
