@@ -973,7 +973,8 @@ TEST(damaged_programs) {
         snprintf(label, sizeof label, "magic byte %d flipped", i);
         run_prog(&t, label, b, len, AT_OPEN, KILN_ERR_FORMAT, "bad magic");
     }
-    static const uint32_t versions[] = {0, 1, 2, KILN_FORMAT_VERSION + 1, 0x10001, 0xffffffff};
+    static const uint32_t versions[] = {
+        0, 1, 2, KILN_FORMAT_VERSION - 1, KILN_FORMAT_VERSION + 1, 0x10001, 0xffffffff};
     for (size_t i = 0; i < sizeof versions / sizeof *versions; i++) {
         memcpy(b, good, len);
         put32(b + KILN_HDR_VERSION, versions[i]);

@@ -42,7 +42,7 @@ extern "C" {
 #define KILN_VERSION_PATCH 0
 #define KILN_VERSION_STRING "0.1.0"
 /* Version of the program-file layout this library writes and reads. */
-#define KILN_FORMAT_VERSION 4
+#define KILN_FORMAT_VERSION 5
 /* Most dimensions a tensor may have. */
 #define KILN_MAX_DIMS 4
 /* Most threads one program computes with (kiln_open_options.n_threads). */

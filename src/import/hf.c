@@ -247,9 +247,46 @@ static const tensor_rule *rule_for(const char *name, int n_layer, int *layer, in
     return NULL;
 }
 
-/* Adds one checkpoint tensor under its Kiln name. Norms and biases become
- * owned f32 (every op reads them as f32); matrices keep their dtype and
- * borrow the map unless the map leaves them misaligned for their dtype. */
+/* Adds `name` from checkpoint tensor t's bytes at `data` (t itself or a
+ * slice of it) with shape ne: 1-D tensors become owned f32 (every op reads
+ * norms and biases as f32); matrices keep their dtype and borrow the map
+ * unless it leaves them misaligned for their dtype. */
+static kiln_status check_dtype(const kiln_st_tensor *t, const char *file) {
+    if (t->dtype >= 0) return KILN_OK;
+    return kiln_error(KILN_ERR_UNSUPPORTED,
+                      "'%s': tensor '%s' has dtype %s; Kiln reads F32, F16 and BF16", file, t->name,
+                      t->dtype_name);
+}
+
+static kiln_status add_data(kiln_module *m, const char *name, const kiln_st_tensor *t, int ndim,
+                            const int64_t *ne, const uint8_t *data, const char *file) {
+    kiln_status st = check_dtype(t, file);
+    if (st) return st;
+    kiln_dtype dt = (kiln_dtype)t->dtype;
+    size_t esize = dt == KILN_F32 ? 4 : 2;
+    uint64_t nbytes = (uint64_t)ne[0] * (ndim == 2 ? (uint64_t)ne[1] : 1u) * esize;
+    int k;
+    if (ndim == 1 && dt != KILN_F32) {
+        float *f = kiln_malloc(sizeof(float) * (size_t)ne[0]);
+        if (!f) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+        for (int64_t i = 0; i < ne[0]; i++) {
+            uint16_t h;
+            memcpy(&h, data + 2 * i, 2);
+            f[i] = dt == KILN_F16 ? kiln_f16_to_f32(h) : kiln_bf16_to_f32(h);
+        }
+        k = kiln_module_add_const_owned(m, name, KILN_F32, 1, ne, f);
+    } else if ((uintptr_t)data % esize) {
+        void *copy = kiln_malloc((size_t)nbytes);
+        if (!copy) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+        memcpy(copy, data, (size_t)nbytes);
+        k = kiln_module_add_const_owned(m, name, dt, ndim, ne, copy);
+    } else {
+        k = kiln_module_add_const(m, name, dt, ndim, ne, data);
+    }
+    return k < 0 ? kiln_error_wrap(KILN_ERR_FORMAT, "'%s': tensor '%s'", file, t->name) : KILN_OK;
+}
+
+/* Adds one checkpoint tensor under its Kiln name, its shape checked. */
 static kiln_status add_tensor(kiln_module *m, const kiln_safetensors *sf, const kiln_st_tensor *t,
                               const tensor_rule *r, int layer, const kiln_llama_config *c) {
     const char *file = sf->files[t->file];
@@ -268,41 +305,211 @@ static kiln_status add_tensor(kiln_module *m, const kiln_safetensors *sf, const 
             "'%s': tensor '%s' (Kiln's '%s') has shape %s, expected %s from config.json", file,
             t->name, name, kiln_shape_str(t->ndim < 4 ? t->ndim : 4, sh, got, sizeof got), want);
     }
-    if (t->dtype < 0)
-        return kiln_error(KILN_ERR_UNSUPPORTED,
-                          "'%s': tensor '%s' has dtype %s; Kiln reads F32, F16 and BF16", file,
-                          t->name, t->dtype_name);
-    kiln_dtype dt = (kiln_dtype)t->dtype;
-    size_t esize = dt == KILN_F32 ? 4 : 2;
-    int k;
-    if (ndim == 1 && dt != KILN_F32) {
-        float *f = kiln_malloc(sizeof(float) * (size_t)ne[0]);
-        if (!f) return kiln_error(KILN_ERR_NOMEM, "out of memory");
-        for (int64_t i = 0; i < ne[0]; i++) {
-            uint16_t h;
-            memcpy(&h, t->data + 2 * i, 2);
-            f[i] = dt == KILN_F16 ? kiln_f16_to_f32(h) : kiln_bf16_to_f32(h);
+    return add_data(m, name, t, ndim, ne, t->data, file);
+}
+
+/* ---- the vision tower's tensors ------------------------------------------- */
+
+/* Parses "<prefix><N>.<rest>"; returns rest or NULL. */
+static const char *indexed(const char *name, const char *prefix, int limit, int *index) {
+    size_t n = strlen(prefix);
+    if (strncmp(name, prefix, n)) return NULL;
+    const char *p = name + n;
+    long l = 0;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9' && digits < 8)
+        l = l * 10 + (*p++ - '0'), digits++;
+    if (!digits || *p != '.' || (digits > 1 && p[-digits] == '0') || l >= limit) return NULL;
+    *index = (int)l;
+    return p + 1;
+}
+
+/* One model.visual.* tensor under Kiln's v.* names: qkv is split into q, k
+ * and v (row slices of the same bytes); the patch embedding's 5-D
+ * convolution kernel is read as the [width, channels x frames x patch^2]
+ * matrix it is. Shapes are checked by kiln_vision_check_weights. */
+static kiln_status add_vision_tensor(kiln_module *m, const kiln_st_tensor *t,
+                                     const kiln_vision_config *v, const char *file) {
+    static const struct {
+        const char *hf, *kiln;
+    } block[] = {{"norm1.weight", "ln1.weight"},
+                 {"norm1.bias", "ln1.bias"},
+                 {"norm2.weight", "ln2.weight"},
+                 {"norm2.bias", "ln2.bias"},
+                 {"attn.proj.weight", "attn_out.weight"},
+                 {"attn.proj.bias", "attn_out.bias"},
+                 {"mlp.linear_fc1.weight", "ffn_up.weight"},
+                 {"mlp.linear_fc1.bias", "ffn_up.bias"},
+                 {"mlp.linear_fc2.weight", "ffn_down.weight"},
+                 {"mlp.linear_fc2.bias", "ffn_down.bias"}},
+      merger[] = {{"norm.weight", "norm.weight"},      {"norm.bias", "norm.bias"},
+                  {"linear_fc1.weight", "fc1.weight"}, {"linear_fc1.bias", "fc1.bias"},
+                  {"linear_fc2.weight", "fc2.weight"}, {"linear_fc2.bias", "fc2.bias"}};
+    const char *name = t->name + strlen("model.visual."), *rest;
+    char kname[KILN_NAME_MAX];
+    int64_t ne[2] = {t->ndim > 0 ? t->shape[0] : 0, t->ndim > 1 ? t->shape[1] : 0};
+    int ndim = t->ndim, idx;
+    kname[0] = 0;
+    if (!strcmp(name, "patch_embed.proj.weight")) {
+        ne[1] = 1;
+        for (int d = 1; d < t->ndim; d++)
+            ne[1] *= t->shape[d];
+        ndim = 2;
+        snprintf(kname, sizeof kname, "v.patch_embd.weight");
+    } else if (!strcmp(name, "patch_embed.proj.bias")) {
+        snprintf(kname, sizeof kname, "v.patch_embd.bias");
+    } else if (!strcmp(name, "pos_embed.weight")) {
+        snprintf(kname, sizeof kname, "v.pos_embd.weight");
+    } else if ((rest = indexed(name, "blocks.", v->depth, &idx))) {
+        if (!strcmp(rest, "attn.qkv.weight") || !strcmp(rest, "attn.qkv.bias")) {
+            int is_w = rest[9] == 'w';
+            if (t->ndim != (is_w ? 2 : 1) || t->shape[0] != 3 * (int64_t)v->n_embd ||
+                (is_w && t->shape[1] != v->n_embd))
+                return kiln_error(KILN_ERR_FORMAT,
+                                  "'%s': tensor '%s' must be [%d%s] (q, k and v stacked)", file,
+                                  t->name, 3 * v->n_embd, is_w ? ", hidden_size" : "");
+            kiln_status st = check_dtype(t, file);
+            if (st) return st;
+            size_t part = (size_t)t->nbytes / 3;
+            int64_t sne[2] = {v->n_embd, v->n_embd};
+            static const char *const qkv[3] = {"q", "k", "v"};
+            for (int i = 0; i < 3; i++) {
+                snprintf(kname, sizeof kname, "v.blk.%d.attn_%s.%s", idx, qkv[i],
+                         is_w ? "weight" : "bias");
+                st = add_data(m, kname, t, is_w ? 2 : 1, sne, t->data + i * part, file);
+                if (st) return st;
+            }
+            return KILN_OK;
         }
-        k = kiln_module_add_const_owned(m, name, KILN_F32, 1, ne, f);
-    } else if ((uintptr_t)t->data % esize) {
-        void *copy = kiln_malloc((size_t)t->nbytes);
-        if (!copy) return kiln_error(KILN_ERR_NOMEM, "out of memory");
-        memcpy(copy, t->data, (size_t)t->nbytes);
-        k = kiln_module_add_const_owned(m, name, dt, ndim, ne, copy);
-    } else {
-        k = kiln_module_add_const(m, name, dt, ndim, ne, t->data);
+        for (size_t i = 0; i < sizeof block / sizeof *block && !kname[0]; i++)
+            if (!strcmp(rest, block[i].hf))
+                snprintf(kname, sizeof kname, "v.blk.%d.%s", idx, block[i].kiln);
+    } else if ((rest = indexed(name, "deepstack_merger_list.", v->n_deepstack, &idx)) ||
+               !strncmp(name, "merger.", 7)) {
+        char pre[32];
+        if (rest)
+            snprintf(pre, sizeof pre, "v.deepstack.%d", idx);
+        else
+            snprintf(pre, sizeof pre, "v.merger"), rest = name + 7;
+        for (size_t i = 0; i < sizeof merger / sizeof *merger && !kname[0]; i++)
+            if (!strcmp(rest, merger[i].hf))
+                snprintf(kname, sizeof kname, "%s.%s", pre, merger[i].kiln);
     }
-    return k < 0 ? kiln_error_wrap(KILN_ERR_FORMAT, "'%s': tensor '%s'", file, t->name) : KILN_OK;
+    if (!kname[0])
+        return kiln_error(KILN_ERR_UNSUPPORTED,
+                          "'%s': tensor '%s' is not one Kiln maps for the Qwen3-VL vision tower "
+                          "with this config.json",
+                          file, t->name);
+    if (ndim < 1 || ndim > 2)
+        return kiln_error(KILN_ERR_FORMAT, "'%s': tensor '%s' has %d dims, expected %s", file,
+                          t->name, t->ndim, kname[strlen(kname) - 1] == 's' ? "1" : "2");
+    return add_data(m, kname, t, ndim, ne, t->data, file);
 }
 
 /* ---- config ---------------------------------------------------------------- */
 
-static kiln_status read_config(const jfile *f, kiln_llama_config *c, float **freqs) {
-    const kiln_json *o = f->doc.root;
-    const char *what = f->what;
-    const kiln_json *archs;
+/* Qwen3-VL's vision_config. Every key that changes what the tower computes
+ * is read; a value Kiln does not build is an error naming the key. */
+static kiln_status read_vision(const kiln_json *o, const char *what, kiln_vision_config *v) {
+    const int MAX = 1 << 30;
     kiln_status st;
-    if ((st = kiln_json_get_arr(o, what, "architectures", 1, &archs))) return st;
+    memset(v, 0, sizeof *v);
+    v->in_channels = 3, v->temporal_patch = 2, v->merge = 2, v->patch = 16;
+    v->rope_theta = 10000.0f, v->norm_eps = 1e-6f;
+    if ((st = get_int(o, what, "depth", 1, 1, 256, &v->depth)) ||
+        (st = get_int(o, what, "hidden_size", 1, 1, 65536, &v->n_embd)) ||
+        (st = get_int(o, what, "intermediate_size", 1, 1, MAX, &v->n_ff)) ||
+        (st = get_int(o, what, "num_heads", 1, 1, 4096, &v->n_head)) ||
+        (st = get_int(o, what, "out_hidden_size", 1, 1, 65536, &v->out_embd)) ||
+        (st = get_int(o, what, "num_position_embeddings", 1, 1, MAX, &v->n_pos_embd)) ||
+        (st = get_int(o, what, "in_channels", 0, 1, 16, &v->in_channels)) ||
+        (st = get_int(o, what, "patch_size", 0, 1, 64, &v->patch)) ||
+        (st = get_int(o, what, "temporal_patch_size", 0, 1, 16, &v->temporal_patch)) ||
+        (st = get_int(o, what, "spatial_merge_size", 0, 1, 8, &v->merge)))
+        return st;
+    const char *act = "gelu_pytorch_tanh";
+    if ((st = kiln_json_get_str(o, what, "hidden_act", 0, &act, NULL))) return st;
+    if (!strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_new") || !strcmp(act, "gelu_fast"))
+        v->gelu_tanh = 1;
+    else if (!strcmp(act, "gelu"))
+        v->gelu_tanh = 0;
+    else
+        return kiln_error(KILN_ERR_UNSUPPORTED,
+                          "%s: key 'hidden_act' is '%.40s'; Kiln builds the vision MLP with "
+                          "gelu or gelu_pytorch_tanh",
+                          what, act);
+    const kiln_json *ds = NULL, *rp = NULL;
+    if ((st = kiln_json_get_arr(o, what, "deepstack_visual_indexes", 0, &ds)) ||
+        (st = kiln_json_get_obj(o, what, "rope_parameters", 0, &rp)))
+        return st;
+    if (ds && ds->len > KILN_MAX_DEEPSTACK)
+        return kiln_error(KILN_ERR_UNSUPPORTED,
+                          "%s: key 'deepstack_visual_indexes' lists %zu layers; Kiln takes at "
+                          "most %d",
+                          what, ds->len, KILN_MAX_DEEPSTACK);
+    for (size_t i = 0; ds && i < ds->len; i++) {
+        const kiln_json *e = &ds->items[i];
+        if (e->type != KILN_JSON_NUMBER || !e->is_int || e->i < 0 || e->i >= v->depth)
+            return kiln_error(KILN_ERR_FORMAT,
+                              "%s: key 'deepstack_visual_indexes' entry %zu is not a block "
+                              "index in 0..%d",
+                              what, i, v->depth - 1);
+        v->deepstack_layer[v->n_deepstack++] = (int)e->i;
+    }
+    if (rp) {
+        char rwhat[700];
+        snprintf(rwhat, sizeof rwhat, "%s: rope_parameters", what);
+        const char *type = "axial";
+        double theta = v->rope_theta;
+        if ((st = kiln_json_get_str(rp, rwhat, "rope_type", 0, &type, NULL)) ||
+            (st = kiln_json_get_num(rp, rwhat, "rope_theta", 0, &theta)))
+            return st;
+        if (strcmp(type, "axial") && strcmp(type, "default"))
+            return kiln_error(KILN_ERR_UNSUPPORTED,
+                              "%s: key 'rope_type' is '%.40s'; Kiln builds the axial vision rope",
+                              rwhat, type);
+        v->rope_theta = (float)theta;
+    }
+    /* transformers 5.25 keys this tower has no use for, or that must be off */
+    static const char *const known[] = {"depth",
+                                        "hidden_size",
+                                        "intermediate_size",
+                                        "num_heads",
+                                        "out_hidden_size",
+                                        "num_position_embeddings",
+                                        "in_channels",
+                                        "patch_size",
+                                        "temporal_patch_size",
+                                        "spatial_merge_size",
+                                        "hidden_act",
+                                        "deepstack_visual_indexes",
+                                        "rope_parameters",
+                                        "model_type",
+                                        "initializer_range",
+                                        "dtype",
+                                        "torch_dtype",
+                                        "_name_or_path"};
+    for (size_t i = 0; i < o->len; i++) {
+        size_t k = 0;
+        while (k < sizeof known / sizeof *known && strcmp(known[k], o->keys[i].s))
+            k++;
+        if (k == sizeof known / sizeof *known)
+            return kiln_error(KILN_ERR_UNSUPPORTED,
+                              "%s: key '%.80s' is not one Kiln reads for the Qwen3-VL vision "
+                              "tower",
+                              what, o->keys[i].s);
+    }
+    v->max_patches = KILN_VISION_MAX_PATCHES;
+    return KILN_OK;
+}
+
+static kiln_status read_config(const jfile *f, kiln_llama_config *c, float **freqs) {
+    const kiln_json *o = f->doc.root, *root = o;
+    const char *what = f->what;
+    char twhat[640], vwhat[640];
+    const kiln_json *archs;
+    kiln_status st = kiln_json_get_arr(o, what, "architectures", 1, &archs);
+    if (st) return st;
     if (archs->len == 0 || archs->items[0].type != KILN_JSON_STRING)
         return kiln_error(KILN_ERR_FORMAT,
                           "%s: key 'architectures' should be a non-empty array of strings", what);
@@ -314,12 +521,25 @@ static kiln_status read_config(const jfile *f, kiln_llama_config *c, float **fre
         snprintf(c->arch, sizeof c->arch, "qwen2");
     else if (!strcmp(arch, "Qwen3ForCausalLM"))
         snprintf(c->arch, sizeof c->arch, "qwen3");
+    else if (!strcmp(arch, "Qwen3VLForConditionalGeneration"))
+        snprintf(c->arch, sizeof c->arch, "qwen3vl");
     else
         return kiln_error(KILN_ERR_UNSUPPORTED,
                           "%s: architecture '%.100s' is not one Kiln builds (LlamaForCausalLM, "
-                          "Qwen2ForCausalLM, Qwen3ForCausalLM)",
+                          "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3VLForConditionalGeneration)",
                           what, arch);
-    int is_qwen2 = !strcmp(c->arch, "qwen2"), is_qwen3 = !strcmp(c->arch, "qwen3");
+    int is_qwen2 = !strcmp(c->arch, "qwen2"), is_vl = !strcmp(c->arch, "qwen3vl");
+    int is_qwen3 = !strcmp(c->arch, "qwen3") || is_vl;
+    if (is_vl) { /* the text model's keys live in text_config */
+        const kiln_json *vc;
+        if ((st = kiln_json_get_obj(root, what, "text_config", 1, &o)) ||
+            (st = kiln_json_get_obj(root, what, "vision_config", 1, &vc)))
+            return st;
+        snprintf(twhat, sizeof twhat, "%s: text_config", f->what);
+        snprintf(vwhat, sizeof vwhat, "%s: vision_config", f->what);
+        what = twhat;
+        if ((st = read_vision(vc, vwhat, &c->vision))) return st;
+    }
 
     const int MAX = 1 << 30;
     if ((st = get_int(o, what, "hidden_size", 1, 1, MAX, &c->n_embd)) ||
@@ -366,7 +586,9 @@ static kiln_status read_config(const jfile *f, kiln_llama_config *c, float **fre
             return kiln_error(KILN_ERR_UNSUPPORTED,
                               "%s: key 'layer_types' entry %zu is not \"full_attention\"", what, i);
     int tie = 0;
-    if ((st = kiln_json_get_bool(o, what, "tie_word_embeddings", 0, &tie))) return st;
+    if ((st = kiln_json_get_bool(o, what, "tie_word_embeddings", 0, &tie)) ||
+        (is_vl && (st = kiln_json_get_bool(root, f->what, "tie_word_embeddings", 0, &tie))))
+        return st;
     c->tied_output = tie;
 
     /* Rope: transformers 4 writes rope_theta and rope_scaling at the top;
@@ -386,6 +608,10 @@ static kiln_status read_config(const jfile *f, kiln_llama_config *c, float **fre
     c->qkv_bias = is_qwen2;
     c->qk_norm = is_qwen3;
     *freqs = NULL;
+    if (is_vl && !rs)
+        return kiln_error(KILN_ERR_FORMAT,
+                          "%s: no 'rope_parameters' (or 'rope_scaling') with the mrope_section",
+                          what);
     if (rs) {
         const char *type = NULL;
         if ((st = kiln_json_get_str(rs, rwhat, "rope_type", 0, &type, NULL))) return st;
@@ -403,6 +629,28 @@ static kiln_status read_config(const jfile *f, kiln_llama_config *c, float **fre
                                   what, c->head_dim);
             if ((st = llama3_factors(rs, rwhat, c->rope_theta, c->head_dim, freqs))) return st;
             c->rope_freqs = 1;
+        } else if (!strcmp(type, "default") && is_vl) {
+            const kiln_json *sec;
+            int inter = 0;
+            if ((st = kiln_json_get_arr(rs, rwhat, "mrope_section", 1, &sec)) ||
+                (st = kiln_json_get_bool(rs, rwhat, "mrope_interleaved", 0, &inter)))
+                return st;
+            if (!inter)
+                return kiln_error(KILN_ERR_UNSUPPORTED,
+                                  "%s: key 'mrope_interleaved' is false: Kiln builds Qwen3-VL's "
+                                  "interleaved M-RoPE",
+                                  rwhat);
+            if (sec->len != 3)
+                return kiln_error(KILN_ERR_FORMAT, "%s: key 'mrope_section' must list 3 counts",
+                                  rwhat);
+            for (int i = 0; i < 3; i++) {
+                const kiln_json *e = &sec->items[i];
+                if (e->type != KILN_JSON_NUMBER || !e->is_int || e->i < 0 || e->i > 4096)
+                    return kiln_error(KILN_ERR_FORMAT,
+                                      "%s: key 'mrope_section' entry %d is not a count", rwhat, i);
+                c->mrope_section[i] = (int)e->i;
+            }
+            c->mrope = 1;
         } else if (strcmp(type, "default")) {
             return kiln_error(KILN_ERR_UNSUPPORTED,
                               "%s: key '%s.rope_type' is '%.40s'; Kiln supports 'default' and "
@@ -515,7 +763,19 @@ kiln_status kiln_hf_import(kiln_import *imp, const char *dir, kiln_module *m) {
     for (size_t i = 0; i < sf.n_tensors; i++) {
         const kiln_st_tensor *t = &sf.tensors[i];
         int layer, bad_layer;
-        const tensor_rule *r = rule_for(t->name, c->n_layer, &layer, &bad_layer);
+        const char *tname = t->name;
+        char alt[KILN_NAME_MAX];
+        if (c->vision.depth) { /* Qwen3-VL: model.visual.*, model.language_model.* */
+            if (!strncmp(tname, "model.visual.", 13)) {
+                if ((st = add_vision_tensor(m, t, &c->vision, sf.files[t->file]))) goto done;
+                continue;
+            }
+            if (!strncmp(tname, "model.language_model.", 21)) {
+                snprintf(alt, sizeof alt, "model.%s", tname + 21);
+                tname = alt;
+            }
+        }
+        const tensor_rule *r = rule_for(tname, c->n_layer, &layer, &bad_layer);
         if (!r && strstr(t->name, "rotary_emb.inv_freq"))
             continue;                                              /* old checkpoints: recomputed */
         if (r && r->when == IF_UNTIED && c->tied_output) continue; /* lm_head of a tied model */

@@ -198,6 +198,128 @@ static int shape_logits(const kiln_node *n, const kiln_tensor *const *in, kiln_t
     return 0;
 }
 
+static int shape_layer_norm(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                            char *err, size_t cap) {
+    if (check_act(in[0], "x", err, cap)) return -1;
+    for (int i = 1; i <= 2; i++)
+        if (in[i]->dtype != KILN_F32 || in[i]->ndim != 1 || in[i]->ne[0] != in[0]->ne[1])
+            FAIL("norm %s must be f32 [%lld] (the row width)", i == 1 ? "weight" : "bias",
+                 (long long)in[0]->ne[1]);
+    if (!(n->fattr[0] > 0 && n->fattr[0] < 1))
+        FAIL("epsilon %g must be in (0, 1)", (double)n->fattr[0]);
+    *out = *in[0];
+    return 0;
+}
+
+static int shape_gelu(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out, char *err,
+                      size_t cap) {
+    if (n->iattr[KILN_GELU_TANH] != 0 && n->iattr[KILN_GELU_TANH] != 1)
+        FAIL("gelu form %d is not 0 (erf) or 1 (tanh)", n->iattr[KILN_GELU_TANH]);
+    return shape_unary(n, in, out, err, cap);
+}
+
+static int shape_merge_rows(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                            char *err, size_t cap) {
+    if (check_act(in[0], "x", err, cap) || check_act(in[1], "src", err, cap)) return -1;
+    if (in[0]->ne[0] != in[1]->ne[0] || in[0]->ne[1] != in[1]->ne[1])
+        FAIL("src must have the shape of x");
+    const kiln_tensor *m = in[2];
+    if (m->dtype != KILN_I32 || m->ndim != 1 || m->ne[0] != in[0]->ne[0])
+        FAIL("mask must be i32 [%lld] (one per row)", (long long)in[0]->ne[0]);
+    *out = *in[0];
+    return 0;
+}
+
+static int shape_embed_bag(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                           char *err, size_t cap) {
+    const kiln_tensor *w = in[0], *ids = in[1], *wt = in[2];
+    if (w->ndim != 2 || !is_weight_dtype(w->dtype))
+        FAIL("table must be a 2-D weight [rows, width]");
+    if (ids->dtype != KILN_I32 || ids->ndim != 2 || ids->ne[1] < 1 || ids->ne[1] > 64)
+        FAIL("ids must be i32 [rows, taps] with 1..64 taps");
+    if (wt->dtype != KILN_F32 || wt->ndim != 2 || wt->ne[0] != ids->ne[0] ||
+        wt->ne[1] != ids->ne[1])
+        FAIL("weights must be f32 of the ids' shape");
+    set_out(out, KILN_F32, 2, ids->ne[0], w->ne[1]);
+    return 0;
+}
+
+static int shape_fold_rows(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                           char *err, size_t cap) {
+    if (check_act(in[0], "x", err, cap)) return -1;
+    int64_t r = n->iattr[KILN_FOLD_ROWS_R];
+    if (r < 1 || r > 64) FAIL("rows per fold %lld must be in 1..64", (long long)r);
+    if (in[0]->ne[0] % r)
+        FAIL("%lld rows do not fold by %lld", (long long)in[0]->ne[0], (long long)r);
+    set_out(out, KILN_F32, 2, in[0]->ne[0] / r, in[0]->ne[1] * r);
+    return 0;
+}
+
+static int shape_rope_multi(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                            char *err, size_t cap) {
+    if (check_act(in[0], "x", err, cap)) return -1;
+    int64_t nh = n->iattr[KILN_ROPEM_N_HEAD], hd = n->iattr[KILN_ROPEM_HEAD_DIM];
+    int layout = n->iattr[KILN_ROPEM_LAYOUT];
+    if (nh <= 0 || hd <= 0 || nh * hd != in[0]->ne[1])
+        FAIL("n_head %lld x head_dim %lld does not equal the width %lld", (long long)nh,
+             (long long)hd, (long long)in[0]->ne[1]);
+    int streams = layout == KILN_ROPEM_INTERLEAVED ? 3 : layout == KILN_ROPEM_AXIAL ? 2 : 0;
+    if (!streams) FAIL("unknown rope_multi layout %d", layout);
+    if (hd % (layout == KILN_ROPEM_AXIAL ? 4 : 2))
+        FAIL("head_dim %lld must be a multiple of %d", (long long)hd,
+             layout == KILN_ROPEM_AXIAL ? 4 : 2);
+    for (int i = 0; layout == KILN_ROPEM_INTERLEAVED && i < 3; i++)
+        if (n->iattr[KILN_ROPEM_SECTION + i] < 0 || n->iattr[KILN_ROPEM_SECTION + i] > hd / 2)
+            FAIL("section %d (%d) must be in 0..head_dim/2", i, n->iattr[KILN_ROPEM_SECTION + i]);
+    if (!(n->fattr[0] > 0 && n->fattr[0] < 1e30f))
+        FAIL("rope theta %g must be positive and finite", (double)n->fattr[0]);
+    const kiln_tensor *p = in[1];
+    if (p->dtype != KILN_I32 || p->ndim != 2 || p->ne[0] != in[0]->ne[0] || p->ne[1] != streams)
+        FAIL("positions must be i32 [%lld, %d] (a row of %d streams per token)",
+             (long long)in[0]->ne[0], streams, streams);
+    *out = *in[0];
+    return 0;
+}
+
+static int shape_attention_full(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                                char *err, size_t cap) {
+    if (check_act(in[0], "q", err, cap) || check_act(in[1], "k", err, cap) ||
+        check_act(in[2], "v", err, cap))
+        return -1;
+    int64_t nh = n->iattr[KILN_ATTN_N_HEAD], nkv = n->iattr[KILN_ATTN_N_KV_HEAD];
+    int64_t hd = n->iattr[KILN_ATTN_HEAD_DIM];
+    if (nh <= 0 || nkv <= 0 || hd <= 0 || nh % nkv) FAIL("n_head must be a multiple of n_kv_head");
+    if (in[0]->ne[1] != nh * hd)
+        FAIL("q width %lld is not n_head x head_dim", (long long)in[0]->ne[1]);
+    for (int i = 1; i <= 2; i++)
+        if (in[i]->ne[1] != nkv * hd || in[i]->ne[0] != in[0]->ne[0])
+            FAIL("%s must be [%lld rows, n_kv_head x head_dim = %lld]", i == 1 ? "k" : "v",
+                 (long long)in[0]->ne[0], (long long)(nkv * hd));
+    if (!(n->fattr[0] > 0 && n->fattr[0] < 1e30f))
+        FAIL("score divisor %g must be positive and finite", (double)n->fattr[0]);
+    *out = *in[0];
+    return 0;
+}
+
+static uint64_t scratch_attention_full(const kiln_node *n, const kiln_tensor *const *in) {
+    return (uint64_t)in[1]->ne[0] * sizeof(float);
+}
+
+static uint64_t scratch_table_row(const kiln_node *n, const kiln_tensor *const *in) {
+    return in[0]->dtype == KILN_F32 ? 0 : (uint64_t)in[0]->ne[1] * sizeof(float);
+}
+
+static double flops_attention_full(const kiln_node *n, const kiln_tensor *const *in,
+                                   const kiln_tensor *o) {
+    double t = (double)o->ne[0], hd = n->iattr[KILN_ATTN_HEAD_DIM], nh = n->iattr[KILN_ATTN_N_HEAD];
+    return 4.0 * nh * hd * t * t;
+}
+
+static double flops_embed_bag(const kiln_node *n, const kiln_tensor *const *in,
+                              const kiln_tensor *o) {
+    return 2.0 * (double)o->ne[0] * (double)o->ne[1] * (double)in[1]->ne[1];
+}
+
 static uint64_t scratch_attention(const kiln_node *n, const kiln_tensor *const *in) {
     return (uint64_t)in[1]->ne[0] * sizeof(float); /* one row of scores at a time */
 }
@@ -246,6 +368,14 @@ static const kiln_op_info g_ops[KILN_OP_COUNT] = {
     [KILN_OP_KV_STORE] = {"kv_store", 3, 3, shape_kv_store, NULL, NULL},
     [KILN_OP_ATTENTION] = {"attention", 4, 4, shape_attention, scratch_attention, flops_attention},
     [KILN_OP_LOGITS] = {"logits", 2, 3, shape_logits, scratch_weight_row, flops_matmul},
+    [KILN_OP_LAYER_NORM] = {"layer_norm", 3, 3, shape_layer_norm, NULL, flops_norm},
+    [KILN_OP_GELU] = {"gelu", 1, 1, shape_gelu, NULL, flops_norm},
+    [KILN_OP_MERGE_ROWS] = {"merge_rows", 3, 3, shape_merge_rows, NULL, NULL},
+    [KILN_OP_EMBED_BAG] = {"embed_bag", 3, 3, shape_embed_bag, scratch_table_row, flops_embed_bag},
+    [KILN_OP_FOLD_ROWS] = {"fold_rows", 1, 1, shape_fold_rows, NULL, NULL},
+    [KILN_OP_ROPE_MULTI] = {"rope_multi", 2, 2, shape_rope_multi, NULL, flops_norm},
+    [KILN_OP_ATTENTION_FULL] = {"attention_full", 3, 3, shape_attention_full,
+                                scratch_attention_full, flops_attention_full},
 };
 
 const kiln_op_info *kiln_op_get(int op) {
@@ -277,8 +407,10 @@ double kiln_op_bytes(const kiln_node *n, const kiln_tensor *const *in, const kil
     if (n->op == KILN_OP_KV_STORE) /* out is a view of the whole cache: T rows are written */
         b = (double)kiln_dtype_row_bytes(in[0]->dtype, in[0]->ne[1]) * (double)in[1]->ne[0];
     for (int i = 0; i < n->n_in; i++) {
-        if (n->op == KILN_OP_GET_ROWS && i == 0) { /* reads only the rows it gathers */
-            b += (double)kiln_dtype_row_bytes(in[0]->dtype, in[0]->ne[1]) * (double)in[1]->ne[0];
+        if ((n->op == KILN_OP_GET_ROWS || n->op == KILN_OP_EMBED_BAG) && i == 0) {
+            /* reads only the rows it gathers */
+            double rows = (double)in[1]->ne[0] * (double)(in[1]->ndim == 2 ? in[1]->ne[1] : 1);
+            b += (double)kiln_dtype_row_bytes(in[0]->dtype, in[0]->ne[1]) * rows;
             continue;
         }
         if (n->op == KILN_OP_KV_STORE && i == 0) continue; /* writes T rows, counted above */

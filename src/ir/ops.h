@@ -22,6 +22,17 @@ typedef enum kiln_op {
         10, /* (q [T,H*hd], k cache [S,KV*hd], v cache, pos [1]) -> [T,H*hd], causal, GQA */
     KILN_OP_LOGITS =
         11, /* (x [T,D], w [V,D] [, all i32 [1]]) -> [all ? T : 1, V]; no flag: T rows */
+    KILN_OP_LAYER_NORM = 12, /* (x [T,D], w [D], b [D]) -> (x - mean) / sqrt(var + eps) * w + b */
+    KILN_OP_GELU = 13,       /* (x) -> gelu(x): erf, or the tanh form when iattr[0] is 1 */
+    KILN_OP_MERGE_ROWS = 14, /* (x [T,D], src [T,D], mask i32 [T]) -> row t of src where
+                                mask[t] != 0, else of x: visual tokens into a text sequence */
+    KILN_OP_EMBED_BAG = 15,  /* (table [V,D], ids i32 [T,K], w f32 [T,K]) -> [T,D]:
+                                row t = sum_k w[t,k] table[ids[t,k]] (interpolated embeddings) */
+    KILN_OP_FOLD_ROWS = 16,  /* (x [T,D]) -> [T/r, D*r], r = iattr[0]: r rows side by side */
+    KILN_OP_ROPE_MULTI = 17, /* (x [T,H*hd], pos i32 [T,S]) -> rotated, neox pairs, each
+                                frequency turned by one of S position streams (below) */
+    KILN_OP_ATTENTION_FULL = 18, /* (q [T,H*hd], k [T,KV*hd], v [T,KV*hd]) -> [T,H*hd]: every
+                                    row sees every row (not causal, no cache), GQA */
     KILN_OP_COUNT
 } kiln_op;
 
@@ -35,7 +46,20 @@ enum {
     KILN_ATTN_N_HEAD = 0,
     KILN_ATTN_N_KV_HEAD = 1,
     KILN_ATTN_HEAD_DIM = 2,
+    KILN_GELU_TANH = 0,    /* gelu: 1 = tanh approximation (gelu_pytorch_tanh) */
+    KILN_FOLD_ROWS_R = 0,  /* fold_rows: rows per output row */
+    KILN_ROPEM_N_HEAD = 0, /* rope_multi: like rope's first two slots, then */
+    KILN_ROPEM_HEAD_DIM = 1,
+    KILN_ROPEM_LAYOUT = 2,  /* KILN_ROPEM_INTERLEAVED or KILN_ROPEM_AXIAL */
+    KILN_ROPEM_SECTION = 3, /* slots 3, 4, 5: interleaved's frequencies per stream (t, h, w) */
 };
+/* rope_multi layouts. Frequency j of the hd/2 turns pairs (j, j + hd/2).
+ * INTERLEAVED (Qwen3-VL's M-RoPE, streams t, h, w): frequency theta^(-2j/hd),
+ * position of stream h when j % 3 == 1 and j < 3 sec_h, of w when j % 3 == 2
+ * and j < 3 sec_w, else of t. AXIAL (Qwen3-VL's vision rope, streams row,
+ * col): j < hd/4 turns by the row at theta^(-4j/hd), the rest by the column
+ * at theta^(-4(j - hd/4)/hd). */
+enum { KILN_ROPEM_INTERLEAVED = 0, KILN_ROPEM_AXIAL = 1 };
 enum { KILN_ROPE_ADJACENT = 0, KILN_ROPE_NEOX = 1 }; /* pairs (2i, 2i+1) | (i, i + n_rot/2) */
 
 /* A tensor as kernels see it: a view, no ownership. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ir/ops.h"
+#include "models/builder.h"
 #include "models/llama.h"
 
 #define CHECK(cond, ...)                                                                           \
@@ -37,6 +38,47 @@ kiln_status kiln_llama_check(const kiln_llama_config *c, const char *src) {
           c->head_dim);
     CHECK(c->rope_theta > 0 && isfinite(c->rope_theta), "%s: rope theta %g must be positive", src,
           c->rope_theta);
+    if (c->mrope) {
+        int sum = c->mrope_section[0] + c->mrope_section[1] + c->mrope_section[2];
+        CHECK(c->mrope_section[0] >= 0 && c->mrope_section[1] >= 0 && c->mrope_section[2] >= 0 &&
+                  sum == c->head_dim / 2,
+              "%s: mrope_section [%d, %d, %d] must be 3 counts adding up to head_dim / 2 = %d", src,
+              c->mrope_section[0], c->mrope_section[1], c->mrope_section[2], c->head_dim / 2);
+        CHECK(!c->n_rot || c->n_rot == c->head_dim, "%s: M-RoPE rotates the whole head", src);
+    }
+    if (c->vision.depth) {
+        kiln_status st = kiln_vision_check(&c->vision, src);
+        if (st) return st;
+        CHECK(c->mrope, "%s: a vision tower needs M-RoPE", src);
+        CHECK(c->vision.out_embd == c->n_embd,
+              "%s: vision out_hidden_size %d differs from the text hidden_size %d", src,
+              c->vision.out_embd, c->n_embd);
+        CHECK(c->vision.n_deepstack <= c->n_layer,
+              "%s: %d DeepStack features but only %d text layers", src, c->vision.n_deepstack,
+              c->n_layer);
+    }
+    return KILN_OK;
+}
+
+/* Checks that constant `name` is there with shape [a] or [a, b], and that a
+ * 1-D one (a norm, a bias, frequency factors) is f32, as every op reads it. */
+kiln_status kiln_check_weight(const kiln_module *m, const char *name, int ndim, int64_t a,
+                              int64_t b, const char *src) {
+    char want[96], got[96];
+    int64_t ne[2] = {a, b};
+    kiln_shape_str(ndim, ne, want, sizeof want);
+    int k = kiln_module_find_const(m, name);
+    if (k < 0)
+        return kiln_error(KILN_ERR_FORMAT, "%s: tensor '%s' is missing (expected shape %s)", src,
+                          name, want);
+    const kiln_const *t = &m->consts[k];
+    if (t->ndim != ndim || t->ne[0] != a || (ndim == 2 && t->ne[1] != b))
+        return kiln_error(KILN_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected %s", src, name,
+                          kiln_shape_str(t->ndim, t->ne, got, sizeof got), want);
+    if (t->ndim == 1 && t->dtype != KILN_F32)
+        return kiln_error(KILN_ERR_UNSUPPORTED,
+                          "%s: tensor '%s' is %s; Kiln needs norms and biases in f32", src, name,
+                          kiln_dtype_name(t->dtype));
     return KILN_OK;
 }
 
@@ -74,59 +116,19 @@ kiln_status kiln_llama_check_weights(const kiln_module *m, const kiln_llama_conf
         if (!w[i].needed) continue;
         int per_layer = strchr(w[i].name, '%') != NULL;
         for (int l = 0; l < (per_layer ? c->n_layer : 1); l++) {
-            char name[KILN_NAME_MAX], want[96], got[96];
+            char name[KILN_NAME_MAX];
             snprintf(name, sizeof name, w[i].name, l);
-            int k = kiln_module_find_const(m, name);
-            int64_t ne[2] = {w[i].a, w[i].b};
-            kiln_shape_str(w[i].ndim, ne, want, sizeof want);
-            if (k < 0)
-                return kiln_error(KILN_ERR_FORMAT, "%s: tensor '%s' is missing (expected shape %s)",
-                                  src, name, want);
-            const kiln_const *t = &m->consts[k];
-            int same =
-                t->ndim == w[i].ndim && t->ne[0] == ne[0] && (t->ndim == 1 || t->ne[1] == ne[1]);
-            if (!same)
-                return kiln_error(KILN_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected %s", src,
-                                  name, kiln_shape_str(t->ndim, t->ne, got, sizeof got), want);
-            /* Norms, biases and frequency factors are read as f32 by every op. */
-            if (t->ndim == 1 && t->dtype != KILN_F32)
-                return kiln_error(KILN_ERR_UNSUPPORTED,
-                                  "%s: tensor '%s' is %s; Kiln needs norms and biases in f32", src,
-                                  name, kiln_dtype_name(t->dtype));
+            kiln_status st = kiln_check_weight(m, name, w[i].ndim, w[i].a, w[i].b, src);
+            if (st) return st;
         }
     }
-    return KILN_OK;
+    return c->vision.depth ? kiln_vision_check_weights(m, &c->vision, src) : KILN_OK;
 }
 
-/* Helpers that turn -1 from a builder into a status. */
-typedef struct {
-    kiln_graph *g;
-    kiln_module *m;
-    int failed;
-} builder;
-
-static int C(builder *b, const char *fmt, int layer) {
-    char name[KILN_NAME_MAX];
-    snprintf(name, sizeof name, fmt, layer);
-    int v = b->failed ? -1 : kiln_graph_const(b->g, b->m, name);
-    if (v < 0) b->failed = 1;
-    return v;
-}
-
-static int N(builder *b, int op, const char *fmt, int layer, int n_in, const int32_t *in,
-             const int32_t *iattr, const float *fattr) {
-    if (b->failed) return -1;
-    char name[KILN_NAME_MAX];
-    snprintf(name, sizeof name, fmt, layer);
-    int v = kiln_graph_node(b->g, b->m, op, name, n_in, in, iattr, fattr);
-    if (v < 0) b->failed = 1;
-    return v;
-}
-
-#define IN(...)                                                                                    \
-    (sizeof((int32_t[]){__VA_ARGS__}) / sizeof(int32_t)), (const int32_t[]) {                      \
-        __VA_ARGS__                                                                                \
-    }
+typedef kiln_builder builder;
+#define C kiln_b_const
+#define N kiln_b_node
+#define IN KILN_IN
 
 static kiln_status build_method(kiln_module *m, const kiln_llama_config *c, const char *name,
                                 int max_tokens, int with_flag) {
@@ -137,15 +139,36 @@ static kiln_status build_method(kiln_module *m, const kiln_llama_config *c, cons
      * H = n_head, KV = n_head_kv, hd = head_dim, F = n_ff, V = n_vocab,
      * S = max_seq (the cache rows). Weights are [out, in], as GGUF stores them. */
     int64_t tok_shape[1] = {max_tokens}, one[1] = {1};
-    int tokens =
-        kiln_graph_input(g, "tokens", KILN_I32, 1, tok_shape, max_tokens > 1 ? 1u : 0u); /* (T) */
-    int pos = kiln_graph_input(g, "pos", KILN_I32, 1, one, 0);                           /* (1) */
-    int flag = with_flag ? kiln_graph_input(g, "all_logits", KILN_I32, 1, one, 0) : 0;   /* (1) */
+    uint32_t dyn = max_tokens > 1 ? 1u : 0u;
+    int tokens = kiln_graph_input(g, "tokens", KILN_I32, 1, tok_shape, dyn); /* (T) */
+    int pos = kiln_graph_input(g, "pos", KILN_I32, 1, one, 0); /* (1): the first cache row */
+    int flag = with_flag ? kiln_graph_input(g, "all_logits", KILN_I32, 1, one, 0) : 0; /* (1) */
     if (tokens < 0 || pos < 0 || flag < 0) return kiln_last_status();
+    /* M-RoPE: (T, 3) rope positions (t, h, w), apart from the cache row: after
+     * an image they run behind it. With a vision tower prefill also takes the
+     * visual tokens: (T, D) rows that replace the token embeddings where
+     * visual_mask is set, and one (T, D) DeepStack feature per early layer,
+     * zero outside the visual rows. */
+    int64_t pos3[2] = {max_tokens, 3}, rows[2] = {max_tokens, c->n_embd};
+    int rope_pos = c->mrope ? kiln_b_input(&b, "rope_pos", KILN_I32, 2, pos3, dyn) : -1;
+    int vis = -1, vis_mask = -1, ds[KILN_MAX_DEEPSTACK];
+    int n_ds = c->vision.depth && with_flag ? c->vision.n_deepstack : 0;
+    if (c->vision.depth && with_flag) {
+        vis = kiln_b_input(&b, "visual", KILN_F32, 2, rows, dyn);
+        vis_mask = kiln_b_input(&b, "visual_mask", KILN_I32, 1, tok_shape, dyn);
+        for (int k = 0; k < n_ds; k++) {
+            char nm[32];
+            snprintf(nm, sizeof nm, "deepstack.%d", k);
+            ds[k] = kiln_b_input(&b, nm, KILN_F32, 2, rows, dyn);
+        }
+    }
+    if (b.failed) return kiln_last_status();
 
     /* token_embd.weight (V, D) -> x (T, D): the residual stream */
     int x = N(&b, KILN_OP_GET_ROWS, "token_embd", 0, IN(C(&b, "token_embd.weight", 0), tokens),
               NULL, NULL);
+    if (vis >= 0)
+        x = N(&b, KILN_OP_MERGE_ROWS, "visual_merge", 0, IN(x, vis, vis_mask), NULL, NULL);
     float eps[KILN_MAX_FATTR] = {c->norm_eps};
     float theta[KILN_MAX_FATTR] = {c->rope_theta};
     float div[KILN_MAX_FATTR] = {sqrtf((float)c->head_dim)};
@@ -153,6 +176,12 @@ static kiln_status build_method(kiln_module *m, const kiln_llama_config *c, cons
     int32_t rope_q[KILN_MAX_IATTR] = {c->n_head, c->head_dim, c->rope_mode, n_rot};
     int32_t rope_k[KILN_MAX_IATTR] = {c->n_head_kv, c->head_dim, c->rope_mode, n_rot};
     int32_t attn[KILN_MAX_IATTR] = {c->n_head, c->n_head_kv, c->head_dim};
+    int32_t mrope_q[KILN_MAX_IATTR] = {
+        c->n_head,           c->head_dim,         KILN_ROPEM_INTERLEAVED,
+        c->mrope_section[0], c->mrope_section[1], c->mrope_section[2]};
+    int32_t mrope_k[KILN_MAX_IATTR] = {c->n_head_kv,           c->head_dim,
+                                       KILN_ROPEM_INTERLEAVED, c->mrope_section[0],
+                                       c->mrope_section[1],    c->mrope_section[2]};
     int freqs = c->rope_freqs ? C(&b, "rope_freqs.weight", 0)
                               : -1; /* (n_rot / 2): Llama-3 frequency factors */
 
@@ -181,7 +210,10 @@ static kiln_status build_method(kiln_module *m, const kiln_llama_config *c, cons
             k = N(&b, KILN_OP_RMS_NORM, "blk.%d.attn_k_norm", l,
                   IN(k, C(&b, "blk.%d.attn_k_norm.weight", l)), NULL, eps);
         }
-        if (freqs >= 0) { /* rope keeps the shapes: q (T, H*hd), k (T, KV*hd) */
+        if (rope_pos >= 0) {
+            q = N(&b, KILN_OP_ROPE_MULTI, "blk.%d.rope_q", l, IN(q, rope_pos), mrope_q, theta);
+            k = N(&b, KILN_OP_ROPE_MULTI, "blk.%d.rope_k", l, IN(k, rope_pos), mrope_k, theta);
+        } else if (freqs >= 0) { /* rope keeps the shapes: q (T, H*hd), k (T, KV*hd) */
             q = N(&b, KILN_OP_ROPE, "blk.%d.rope_q", l, IN(q, pos, freqs), rope_q, theta);
             k = N(&b, KILN_OP_ROPE, "blk.%d.rope_k", l, IN(k, pos, freqs), rope_k, theta);
         } else {
@@ -215,6 +247,8 @@ static kiln_status build_method(kiln_module *m, const kiln_llama_config *c, cons
         int d = N(&b, KILN_OP_MATMUL, "blk.%d.ffn_down", l,
                   IN(sw, C(&b, "blk.%d.ffn_down.weight", l)), NULL, NULL);      /* (T, D) */
         x = N(&b, KILN_OP_ADD, "blk.%d.ffn_residual", l, IN(x, d), NULL, NULL); /* (T, D) */
+        if (l < n_ds) /* DeepStack: the visual rows get the feature of vision block k */
+            x = N(&b, KILN_OP_ADD, "blk.%d.deepstack", l, IN(x, ds[l]), NULL, NULL);
     }
     /* output_norm.weight (D); output.weight (V, D), or token_embd.weight when tied */
     int h = N(&b, KILN_OP_RMS_NORM, "output_norm", 0, IN(x, C(&b, "output_norm.weight", 0)), NULL,
@@ -262,6 +296,11 @@ kiln_status kiln_llama_build(kiln_module *m, const kiln_llama_config *c, int pre
         (st = kiln_meta_set_float(m, "llm.rope_theta", c->rope_theta)) ||
         (st = kiln_meta_set_float(m, "llm.norm_eps", c->norm_eps)))
         return st;
+    if (c->mrope) {
+        int64_t sec[3] = {c->mrope_section[0], c->mrope_section[1], c->mrope_section[2]};
+        if ((st = kiln_meta_set_int_array(m, "llm.rope_sections", sec, 3))) return st;
+    }
+    if (c->vision.depth && (st = kiln_vision_build(m, &c->vision))) return st;
     if ((st = build_method(m, c, "prefill", prefill, 1))) return st;
     return build_method(m, c, "decode", 1, 0);
 }

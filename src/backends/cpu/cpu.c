@@ -900,7 +900,7 @@ static kiln_status cpu_exec(void *ctx, const kiln_node *n, const kiln_tensor *co
         return k_kv_store(c, in, out);
     case KILN_OP_ATTENTION:
         return k_attention(c, n, in, out);
-    case KILN_OP_COUNT:
+    default: /* cpu_supports sends every other op elsewhere */
         break;
     }
     return kiln_error(KILN_ERR_UNSUPPORTED, "cpu has no kernel for op %d", n->op);
@@ -944,6 +944,13 @@ static int cpu_supports(const kiln_module *m, const kiln_graph *g, const kiln_no
     case KILN_OP_ROPE:
         return in_dtype(g, n, 0) == KILN_F32 && n->iattr[KILN_ROPE_N_ROT] > 0 &&
                n->iattr[KILN_ROPE_N_ROT] <= 2 * ATTN_MAX_HD;
+    case KILN_OP_LAYER_NORM: /* the vision encoder's ops run on ref for now */
+    case KILN_OP_GELU:
+    case KILN_OP_MERGE_ROWS:
+    case KILN_OP_EMBED_BAG:
+    case KILN_OP_FOLD_ROWS:
+    case KILN_OP_ROPE_MULTI:
+    case KILN_OP_ATTENTION_FULL:
     case KILN_OP_COUNT:
         return 0;
     default:

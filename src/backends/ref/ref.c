@@ -217,6 +217,136 @@ static kiln_status k_attention(const kiln_node *n, const kiln_tensor *const *in,
     return KILN_OK;
 }
 
+static kiln_status k_layer_norm(const kiln_node *n, const kiln_tensor *const *in,
+                                kiln_tensor *out) {
+    const float *x = in[0]->data, *w = in[1]->data, *b = in[2]->data;
+    float *o = out->data;
+    int64_t T = in[0]->ne[0], D = in[0]->ne[1];
+    for (int64_t t = 0; t < T; t++) {
+        const float *xr = x + t * D;
+        float mean = 0.0f, var = 0.0f;
+        for (int64_t j = 0; j < D; j++)
+            mean += xr[j];
+        mean /= (float)D;
+        for (int64_t j = 0; j < D; j++)
+            var += (xr[j] - mean) * (xr[j] - mean);
+        float inv = 1.0f / sqrtf(var / (float)D + n->fattr[0]);
+        for (int64_t j = 0; j < D; j++)
+            o[t * D + j] = (xr[j] - mean) * inv * w[j] + b[j];
+    }
+    return KILN_OK;
+}
+
+static float gelu(float v, int tanh_form) {
+    if (tanh_form)
+        return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
+}
+
+static kiln_status k_merge_rows(const kiln_tensor *const *in, kiln_tensor *out) {
+    const int32_t *mask = in[2]->data;
+    int64_t T = in[0]->ne[0], D = in[0]->ne[1];
+    for (int64_t t = 0; t < T; t++) {
+        const float *src = (const float *)(mask[t] ? in[1]->data : in[0]->data) + t * D;
+        float *o = (float *)out->data + t * D;
+        if (o != src) memmove(o, src, (size_t)D * sizeof(float));
+    }
+    return KILN_OK;
+}
+
+static kiln_status k_embed_bag(const kiln_tensor *const *in, kiln_tensor *out, float *tmp) {
+    const kiln_tensor *w = in[0];
+    const int32_t *ids = in[1]->data;
+    const float *wt = in[2]->data;
+    int64_t V = w->ne[0], D = w->ne[1], K = in[1]->ne[1];
+    float *o = out->data;
+    for (int64_t t = 0; t < out->ne[0]; t++) {
+        float *orow = o + t * D;
+        memset(orow, 0, (size_t)D * sizeof(float));
+        for (int64_t k = 0; k < K; k++) {
+            int32_t id = ids[t * K + k];
+            if (id < 0 || id >= V)
+                return kiln_error(KILN_ERR_INVALID_ARG,
+                                  "embed_bag id %d at row %lld is outside the table 0..%lld", id,
+                                  (long long)t, (long long)(V - 1));
+            const float *r = weight_row(w, id, tmp);
+            if (!r) return unsupported_dtype(w);
+            float a = wt[t * K + k];
+            for (int64_t j = 0; j < D; j++)
+                orow[j] += a * r[j];
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_status k_rope_multi(const kiln_node *n, const kiln_tensor *const *in,
+                                kiln_tensor *out) {
+    const float *x = in[0]->data;
+    const int32_t *pos = in[1]->data;
+    float *o = out->data;
+    int64_t T = in[0]->ne[0], W = in[0]->ne[1], S = in[1]->ne[1];
+    int nh = n->iattr[KILN_ROPEM_N_HEAD], hd = n->iattr[KILN_ROPEM_HEAD_DIM];
+    int axial = n->iattr[KILN_ROPEM_LAYOUT] == KILN_ROPEM_AXIAL;
+    const int32_t *sec = n->iattr + KILN_ROPEM_SECTION;
+    float theta = n->fattr[0];
+    int half = hd / 2;
+    if (o != x) memcpy(o, x, (size_t)(T * W) * sizeof(float));
+    for (int64_t t = 0; t < T; t++) {
+        for (int j = 0; j < half; j++) {
+            /* axial: each stream's quarter of the head restarts the frequencies */
+            int stream = axial                            ? j >= half / 2
+                         : (j % 3 == 1 && j < 3 * sec[1]) ? 1
+                         : (j % 3 == 2 && j < 3 * sec[2]) ? 2
+                                                          : 0;
+            int e = axial ? j - stream * (half / 2) : j;
+            float freq = 1.0f / powf(theta, (float)(2 * e) / (float)(axial ? half : hd));
+            int32_t p = pos[t * S + stream];
+            if (p < -(1 << 30) || p > (1 << 30))
+                return kiln_error(KILN_ERR_INVALID_ARG, "position %d is out of range", p);
+            float val = (float)p * freq;
+            float fcr = cosf(val), fci = sinf(val);
+            for (int h = 0; h < nh; h++) {
+                float *r = o + t * W + (int64_t)h * hd;
+                float v0 = r[j], v1 = r[j + half];
+                r[j] = v0 * fcr - v1 * fci;
+                r[j + half] = v0 * fci + v1 * fcr;
+            }
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_status k_attention_full(const kiln_node *n, const kiln_tensor *const *in,
+                                    kiln_tensor *out, float *scores, uint64_t scratch_bytes) {
+    const float *q = in[0]->data, *k = in[1]->data, *v = in[2]->data;
+    float *o = out->data;
+    int64_t T = in[0]->ne[0];
+    int nh = n->iattr[KILN_ATTN_N_HEAD], nkv = n->iattr[KILN_ATTN_N_KV_HEAD];
+    int hd = n->iattr[KILN_ATTN_HEAD_DIM];
+    int64_t kvw = (int64_t)nkv * hd;
+    if (scratch_bytes < (uint64_t)T * sizeof(float))
+        return kiln_error(KILN_ERR_BACKEND, "attention scratch of %llu bytes is too small",
+                          (unsigned long long)scratch_bytes);
+    for (int64_t t = 0; t < T; t++)
+        for (int h = 0; h < nh; h++) {
+            const float *qh = q + t * nh * hd + (int64_t)h * hd;
+            int64_t kvo = (int64_t)(h / (nh / nkv)) * hd;
+            for (int64_t s = 0; s < T; s++) {
+                float score = 0.0f;
+                for (int i = 0; i < hd; i++)
+                    score += qh[i] * k[s * kvw + kvo + i];
+                scores[s] = score / n->fattr[0];
+            }
+            softmax_row(scores, T);
+            float *oh = o + t * nh * hd + (int64_t)h * hd;
+            memset(oh, 0, (size_t)hd * sizeof(float));
+            for (int64_t s = 0; s < T; s++)
+                for (int i = 0; i < hd; i++)
+                    oh[i] += scores[s] * v[s * kvw + kvo + i];
+        }
+    return KILN_OK;
+}
+
 kiln_status kiln_ref_exec(void *ctx, const kiln_node *n, const kiln_tensor *const *in,
                           kiln_tensor *out, void *scratch, uint64_t scratch_bytes) {
     (void)ctx;
@@ -265,6 +395,25 @@ kiln_status kiln_ref_exec(void *ctx, const kiln_node *n, const kiln_tensor *cons
         const float *x = (const float *)in[0]->data + (out->ne[0] == 1 ? (T - 1) * D : 0);
         return matmul_rows(x, out->ne[0], in[1], o, scratch);
     }
+    case KILN_OP_LAYER_NORM:
+        return k_layer_norm(n, in, out);
+    case KILN_OP_GELU: {
+        const float *x = in[0]->data;
+        for (int64_t i = 0; i < elems; i++)
+            o[i] = gelu(x[i], n->iattr[KILN_GELU_TANH]);
+        return KILN_OK;
+    }
+    case KILN_OP_MERGE_ROWS:
+        return k_merge_rows(in, out);
+    case KILN_OP_EMBED_BAG:
+        return k_embed_bag(in, out, scratch);
+    case KILN_OP_FOLD_ROWS: /* the same bytes, read as fewer, wider rows */
+        if (o != in[0]->data) memmove(o, in[0]->data, (size_t)elems * sizeof(float));
+        return KILN_OK;
+    case KILN_OP_ROPE_MULTI:
+        return k_rope_multi(n, in, out);
+    case KILN_OP_ATTENTION_FULL:
+        return k_attention_full(n, in, out, scratch, scratch_bytes);
     case KILN_OP_COUNT:
         break;
     }

@@ -1,0 +1,411 @@
+/* test_vl.c: Qwen3-VL. A tiny random checkpoint (tests/data/hf/
+ * qwen3vl_tiny_f32, made by scripts/make_vl_fixtures.py) compiled by Kiln,
+ * against what transformers computes for it: encode_image's visual tokens
+ * and each DeepStack feature per image; prefill with one and with two
+ * images (every position's logits), whole and in chunks that split an
+ * image; ten decode steps after it. The visual tokens fed to prefill are
+ * Kiln's own, so the check runs end to end. */
+#include <math.h>
+#include <stdint.h>
+
+#include "base/json.h"
+#include "fixtures.h"
+#include "harness.h"
+#include "kiln/kiln.h"
+#include "llm/vl.h"
+
+#define TOL 1e-4
+#define DIR KILN_SOURCE_DIR "/tests/data/hf/qwen3vl_tiny_f32"
+#define MAX_IMAGES 4
+#define MAX_DS 4
+
+/* ---- the oracle ------------------------------------------------------------- */
+
+typedef struct {
+    void *data;
+    int64_t shape[2];
+    int ndim;
+} array;
+
+typedef struct {
+    array pixels, interp_idx, interp_w, rope_pos, features, deepstack[MAX_DS];
+    int n_ds;
+} image;
+
+typedef struct {
+    int images[MAX_IMAGES], n_images;
+    array ids, position_ids, logits, decode_logits;
+    int decode_tokens[16], decode_pos[16], n_decode;
+    int image_token;
+} vl_case;
+
+typedef struct {
+    image im[MAX_IMAGES];
+    int n_images;
+    vl_case cs[4];
+    int n_cases;
+    int image_token;
+} vl_oracle;
+
+/* {"file": F, "shape": [..]} -> the file's bytes, checked against the shape */
+static int load_array(const kiln_json *o, size_t elem, array *a) {
+    memset(a, 0, sizeof *a);
+    const kiln_json *f = kiln_json_get(o, "file"), *sh = kiln_json_get(o, "shape");
+    if (!f || f->type != KILN_JSON_STRING || !sh || sh->type != KILN_JSON_ARRAY || sh->len > 2)
+        return -1;
+    size_t want = elem;
+    a->ndim = (int)sh->len;
+    for (size_t i = 0; i < sh->len; i++)
+        want *= (size_t)(a->shape[i] = sh->items[i].i);
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", DIR, f->s);
+    size_t n;
+    a->data = kt_read_file(p, &n);
+    return a->data && n == want ? 0 : -1;
+}
+
+static int load_oracle(vl_oracle *o) {
+    size_t n;
+    char *text = kt_read_file(DIR "/oracle.json", &n);
+    if (!text) return -1;
+    kiln_json_doc doc;
+    int rc = -1;
+    memset(o, 0, sizeof *o);
+    if (kiln_json_parse(text, n, "oracle.json", 0, &doc)) goto out;
+    const kiln_json *ims = kiln_json_get(doc.root, "images"),
+                    *cs = kiln_json_get(doc.root, "cases");
+    const kiln_json *tok = kiln_json_get(doc.root, "image_token_id");
+    if (!ims || !cs || !tok || ims->len > MAX_IMAGES || cs->len > 4) goto done;
+    o->image_token = (int)tok->i;
+    o->n_images = (int)ims->len;
+    for (int i = 0; i < o->n_images; i++) {
+        const kiln_json *e = &ims->items[i], *ds = kiln_json_get(e, "deepstack");
+        image *im = &o->im[i];
+        if (load_array(kiln_json_get(e, "pixel_values"), 4, &im->pixels) ||
+            load_array(kiln_json_get(e, "interp_idx"), 4, &im->interp_idx) ||
+            load_array(kiln_json_get(e, "interp_w"), 4, &im->interp_w) ||
+            load_array(kiln_json_get(e, "rope_pos"), 4, &im->rope_pos) ||
+            load_array(kiln_json_get(e, "features"), 4, &im->features) || !ds || ds->len > MAX_DS)
+            goto done;
+        im->n_ds = (int)ds->len;
+        for (int k = 0; k < im->n_ds; k++)
+            if (load_array(&ds->items[k], 4, &im->deepstack[k])) goto done;
+    }
+    o->n_cases = (int)cs->len;
+    for (int j = 0; j < o->n_cases; j++) {
+        const kiln_json *e = &cs->items[j], *imgs = kiln_json_get(e, "images");
+        const kiln_json *dec = kiln_json_get(e, "decode");
+        vl_case *c = &o->cs[j];
+        if (!imgs || imgs->len > MAX_IMAGES || !dec || dec->len > 16 ||
+            load_array(kiln_json_get(e, "ids"), 4, &c->ids) ||
+            load_array(kiln_json_get(e, "position_ids"), 4, &c->position_ids) ||
+            load_array(kiln_json_get(e, "logits"), 4, &c->logits) ||
+            load_array(kiln_json_get(e, "decode_logits"), 4, &c->decode_logits))
+            goto done;
+        c->n_images = (int)imgs->len;
+        for (int i = 0; i < c->n_images; i++)
+            c->images[i] = (int)imgs->items[i].i;
+        c->n_decode = (int)dec->len;
+        for (int s = 0; s < c->n_decode; s++) {
+            c->decode_tokens[s] = (int)kiln_json_get(&dec->items[s], "token")->i;
+            c->decode_pos[s] = (int)kiln_json_get(&dec->items[s], "position")->i;
+        }
+        c->image_token = o->image_token;
+    }
+    rc = 0;
+done:
+    kiln_json_free(&doc);
+out:
+    free(text);
+    return rc;
+}
+
+static void free_array(array *a) {
+    free(a->data);
+}
+
+static void free_oracle(vl_oracle *o) {
+    for (int i = 0; i < o->n_images; i++) {
+        image *im = &o->im[i];
+        free_array(&im->pixels), free_array(&im->interp_idx), free_array(&im->interp_w);
+        free_array(&im->rope_pos), free_array(&im->features);
+        for (int k = 0; k < im->n_ds; k++)
+            free_array(&im->deepstack[k]);
+    }
+    for (int j = 0; j < o->n_cases; j++) {
+        vl_case *c = &o->cs[j];
+        free_array(&c->ids), free_array(&c->position_ids), free_array(&c->logits);
+        free_array(&c->decode_logits);
+    }
+}
+
+/* ---- running the program ----------------------------------------------------- */
+
+static int input_index(const kiln_program *p, int method, const char *name) {
+    for (int i = 0; i < kiln_method_input_count(p, method); i++) {
+        kiln_tensor_info info;
+        if (!kiln_method_input_info(p, method, i, &info) && !strcmp(info.name, name)) return i;
+    }
+    return -1;
+}
+
+static kiln_status set(kiln_session *s, int method, const char *name, const void *data,
+                       kiln_dtype t, int ndim, int64_t a, int64_t b) {
+    int i = input_index(kiln_session_program(s), method, name);
+    if (i < 0) return kiln_error(KILN_ERR_INVALID_ARG, "no input '%s'", name);
+    int64_t shape[2] = {a, b};
+    return kiln_session_set_input(s, method, i, data, t, ndim, shape);
+}
+
+/* What encode_image gave for one image: visual tokens, then each DeepStack
+ * feature, rows x width (copied out of the arena). */
+typedef struct {
+    float *out[1 + MAX_DS];
+    int n_out;
+    int64_t rows, width;
+} encoded;
+
+static kiln_status encode(kiln_session *s, const image *im, encoded *e, double *worst) {
+    const kiln_program *p = kiln_session_program(s);
+    int m;
+    kiln_status st = kiln_program_find_method(p, "encode_image", &m);
+    int64_t N = im->pixels.shape[0];
+    if (st || (st = set(s, m, "pixels", im->pixels.data, KILN_F32, 2, N, im->pixels.shape[1])) ||
+        (st = set(s, m, "rope_pos", im->rope_pos.data, KILN_I32, 2, N, 2)) ||
+        (st = set(s, m, "interp_idx", im->interp_idx.data, KILN_I32, 2, N, 4)) ||
+        (st = set(s, m, "interp_w", im->interp_w.data, KILN_F32, 2, N, 4)) ||
+        (st = kiln_session_execute(s, m)))
+        return st;
+    e->n_out = kiln_method_output_count(p, m);
+    if (e->n_out != 1 + im->n_ds)
+        return kiln_error(KILN_ERR_FORMAT, "%d outputs, expected %d", e->n_out, 1 + im->n_ds);
+    for (int k = 0; k < e->n_out; k++) {
+        const void *d;
+        int64_t shape[KILN_MAX_DIMS];
+        int nd;
+        if ((st = kiln_session_get_output(s, m, k, &d, NULL, &nd, shape))) return st;
+        const array *ref = k ? &im->deepstack[k - 1] : &im->features;
+        if (nd != 2 || shape[0] != ref->shape[0] || shape[1] != ref->shape[1])
+            return kiln_error(KILN_ERR_FORMAT, "output %d has shape [%lld, %lld]", k,
+                              (long long)shape[0], (long long)shape[1]);
+        e->rows = shape[0], e->width = shape[1];
+        size_t bytes = (size_t)(shape[0] * shape[1]) * sizeof(float);
+        e->out[k] = malloc(bytes);
+        memcpy(e->out[k], d, bytes);
+        double err = kt_rel_err(e->out[k], ref->data, (int)(shape[0] * shape[1]));
+        if (err > *worst) *worst = err;
+    }
+    return KILN_OK;
+}
+
+static void free_encoded(encoded *e) {
+    for (int k = 0; k < e->n_out; k++)
+        free(e->out[k]);
+}
+
+/* Prefill of a case in calls of at most `chunk` tokens (all positions'
+ * logits), then its decode steps: worst errors against the oracle; the
+ * prefill logits are kept in *rows (T x V) for comparisons across runs. */
+static kiln_status run_case(kiln_session *s, const vl_case *c, const encoded *enc, int chunk,
+                            double *worst_pre, double *worst_dec, float **rows) {
+    const kiln_program *p = kiln_session_program(s);
+    int pre, dec;
+    kiln_status st;
+    if ((st = kiln_program_find_method(p, "prefill", &pre)) ||
+        (st = kiln_program_find_method(p, "decode", &dec)) || (st = kiln_session_reset(s)))
+        return st;
+    int T = (int)c->ids.shape[0], V = (int)c->logits.shape[1], D = (int)enc[0].width;
+    int n_ds = enc[0].n_out - 1;
+    const int32_t *ids = c->ids.data, *pid = c->position_ids.data; /* pid: [3, T] */
+    float *vis = calloc((size_t)T * D, sizeof(float)), *ds[MAX_DS];
+    int32_t *mask = calloc((size_t)T, sizeof(int32_t)), *rp = malloc((size_t)T * 3 * 4);
+    for (int k = 0; k < n_ds; k++)
+        ds[k] = calloc((size_t)T * D, sizeof(float));
+    /* the visual rows: image i's tokens fill its run of pads, in order */
+    for (int t = 0, im = 0, row = 0; t < T; t++) {
+        rp[t * 3] = pid[t], rp[t * 3 + 1] = pid[T + t], rp[t * 3 + 2] = pid[2 * T + t];
+        if (ids[t] != c->image_token) continue;
+        const encoded *e = &enc[c->images[im]];
+        mask[t] = 1;
+        memcpy(vis + (size_t)t * D, e->out[0] + (size_t)row * D, (size_t)D * sizeof(float));
+        for (int k = 0; k < n_ds; k++)
+            memcpy(ds[k] + (size_t)t * D, e->out[1 + k] + (size_t)row * D,
+                   (size_t)D * sizeof(float));
+        if (++row == e->rows) row = 0, im++;
+    }
+    *rows = malloc((size_t)T * V * sizeof(float));
+    int32_t one = 1;
+    st = set(s, pre, "all_logits", &one, KILN_I32, 1, 1, 0);
+    for (int done = 0; !st && done < T;) {
+        int n = T - done < chunk ? T - done : chunk;
+        int32_t pos = done;
+        if ((st = set(s, pre, "tokens", ids + done, KILN_I32, 1, n, 0)) ||
+            (st = set(s, pre, "pos", &pos, KILN_I32, 1, 1, 0)) ||
+            (st = set(s, pre, "rope_pos", rp + done * 3, KILN_I32, 2, n, 3)) ||
+            (st = set(s, pre, "visual", vis + (size_t)done * D, KILN_F32, 2, n, D)) ||
+            (st = set(s, pre, "visual_mask", mask + done, KILN_I32, 1, n, 0)))
+            break;
+        for (int k = 0; k < n_ds && !st; k++) {
+            char nm[32];
+            snprintf(nm, sizeof nm, "deepstack.%d", k);
+            st = set(s, pre, nm, ds[k] + (size_t)done * D, KILN_F32, 2, n, D);
+        }
+        const void *out;
+        if (st || (st = kiln_session_execute(s, pre)) ||
+            (st = kiln_session_get_output(s, pre, 0, &out, NULL, NULL, NULL)))
+            break;
+        memcpy(*rows + (size_t)done * V, out, (size_t)n * V * sizeof(float));
+        done += n;
+    }
+    for (int t = 0; !st && t < T; t++) {
+        double e =
+            kt_rel_err(*rows + (size_t)t * V, (const float *)c->logits.data + (size_t)t * V, V);
+        if (e > *worst_pre) *worst_pre = e;
+    }
+    for (int k = 0; k < c->n_decode && !st; k++) {
+        int32_t tok = c->decode_tokens[k], pos = T + k;
+        int32_t r3[3] = {c->decode_pos[k], c->decode_pos[k], c->decode_pos[k]};
+        const void *out;
+        if ((st = set(s, dec, "tokens", &tok, KILN_I32, 1, 1, 0)) ||
+            (st = set(s, dec, "pos", &pos, KILN_I32, 1, 1, 0)) ||
+            (st = set(s, dec, "rope_pos", r3, KILN_I32, 2, 1, 3)) ||
+            (st = kiln_session_execute(s, dec)) ||
+            (st = kiln_session_get_output(s, dec, 0, &out, NULL, NULL, NULL)))
+            break;
+        double e = kt_rel_err(out, (const float *)c->decode_logits.data + (size_t)k * V, V);
+        if (e > *worst_dec) *worst_dec = e;
+    }
+    free(vis), free(mask), free(rp);
+    for (int k = 0; k < n_ds; k++)
+        free(ds[k]);
+    return st;
+}
+
+/* ---- tests ---------------------------------------------------------------------- */
+
+static void check_program(const char *backends) {
+    vl_oracle o;
+    ASSERT(load_oracle(&o) == 0);
+    char prog[600];
+    snprintf(prog, sizeof prog, "%s", kt_path(backends ? "vl_ref.kiln" : "vl.kiln"));
+    ASSERT(kt_compile_kv(DIR, NULL, prog, 64, 128, backends, "f32") == 0);
+    kiln_program *p;
+    kiln_session *s;
+    ASSERT_OK(kiln_program_open(prog, &p));
+    ASSERT_OK(kiln_session_create(p, &s));
+    encoded enc[MAX_IMAGES];
+    memset(enc, 0, sizeof enc);
+    double w_vis = 0;
+    for (int i = 0; i < o.n_images; i++) {
+        double w = 0;
+        ASSERT_OK(encode(s, &o.im[i], &enc[i], &w));
+        printf("  image %d (%lld patches): worst rel err over visual tokens and %d DeepStack "
+               "features %.3g\n",
+               i, (long long)o.im[i].pixels.shape[0], o.im[i].n_ds, w);
+        if (w > w_vis) w_vis = w;
+    }
+    for (int j = 0; j < o.n_cases; j++) {
+        double wp = 0, wd = 0, wp2 = 0, wd2 = 0;
+        float *whole, *chunked;
+        ASSERT_OK(run_case(s, &o.cs[j], enc, 64, &wp, &wd, &whole));
+        ASSERT_OK(run_case(s, &o.cs[j], enc, 7, &wp2, &wd2, &chunked));
+        size_t n = (size_t)o.cs[j].logits.shape[0] * (size_t)o.cs[j].logits.shape[1];
+        int same = !memcmp(whole, chunked, n * sizeof(float));
+        printf("  case %d (%d image%s, %lld tokens): prefill %.3g, in chunks of 7 %.3g (%s), "
+               "%d decode steps %.3g\n",
+               j, o.cs[j].n_images, o.cs[j].n_images > 1 ? "s" : "",
+               (long long)o.cs[j].ids.shape[0], wp, wp2, same ? "bit for bit" : "differs",
+               o.cs[j].n_decode, wd > wd2 ? wd : wd2);
+        ASSERT(wp <= TOL && wp2 <= TOL && wd <= TOL && wd2 <= TOL);
+        ASSERT(same);
+        free(whole), free(chunked);
+    }
+    ASSERT(w_vis <= TOL);
+    for (int i = 0; i < o.n_images; i++)
+        free_encoded(&enc[i]);
+    kiln_session_destroy(s);
+    kiln_program_close(p);
+    free_oracle(&o);
+}
+
+TEST(matches_transformers_on_cpu) {
+    check_program(NULL);
+}
+
+TEST(matches_transformers_on_ref) {
+    check_program("ref");
+}
+
+TEST(methods_and_inputs) {
+    kiln_program *p;
+    ASSERT(kt_compile_kv(DIR, NULL, kt_path("vl_info.kiln"), 16, 64, NULL, "f16") == 0);
+    ASSERT_OK(kiln_program_open(kt_path("vl_info.kiln"), &p));
+    int m;
+    ASSERT_OK(kiln_program_find_method(p, "encode_image", &m));
+    ASSERT_EQ_I(kiln_method_input_count(p, m), 4);
+    ASSERT_EQ_I(kiln_method_output_count(p, m), 3); /* visual tokens + 2 DeepStack features */
+    ASSERT_OK(kiln_program_find_method(p, "prefill", &m));
+    ASSERT(input_index(p, m, "rope_pos") >= 0 && input_index(p, m, "visual") >= 0 &&
+           input_index(p, m, "visual_mask") >= 0 && input_index(p, m, "deepstack.1") >= 0);
+    ASSERT_OK(kiln_program_find_method(p, "decode", &m));
+    ASSERT(input_index(p, m, "rope_pos") >= 0 && input_index(p, m, "visual") < 0);
+    ASSERT_STR_EQ(kiln_program_meta_str(p, "general.architecture"), "qwen3vl");
+    kiln_program_close(p);
+}
+
+TEST(host_tables_match_transformers) {
+    vl_oracle o;
+    ASSERT(load_oracle(&o) == 0);
+    kiln_vl_grid grids[MAX_IMAGES] = {{1, 8, 6}, {1, 4, 10}}; /* as the fixture's grid_thw */
+    for (int i = 0; i < o.n_images; i++) {
+        int64_t N = o.im[i].pixels.shape[0];
+        ASSERT_EQ_I(N, (int64_t)grids[i].t * grids[i].h * grids[i].w);
+        int32_t *rp = malloc((size_t)N * 8), *idx = malloc((size_t)N * 16);
+        float *w = malloc((size_t)N * 16);
+        ASSERT_OK(kiln_vl_patch_tables(grids[i], 2, 6, rp, idx, w));
+        ASSERT(!memcmp(rp, o.im[i].rope_pos.data, (size_t)N * 8));
+        ASSERT(!memcmp(idx, o.im[i].interp_idx.data, (size_t)N * 16));
+        double e = 0;
+        for (int64_t k = 0; k < N * 4; k++) {
+            double d = fabs((double)w[k] - ((const float *)o.im[i].interp_w.data)[k]);
+            e = d > e ? d : e;
+        }
+        printf("  image %d: rope positions and taps equal, weights within %.3g\n", i, e);
+        ASSERT(e <= 1e-6);
+        free(rp), free(idx), free(w);
+    }
+    for (int j = 0; j < o.n_cases; j++) {
+        const vl_case *c = &o.cs[j];
+        int T = (int)c->ids.shape[0];
+        kiln_vl_grid g[MAX_IMAGES];
+        for (int i = 0; i < c->n_images; i++)
+            g[i] = grids[c->images[i]];
+        int32_t *pos = malloc((size_t)T * 12), delta, *want = c->position_ids.data;
+        ASSERT_OK(
+            kiln_vl_rope_index(c->ids.data, T, c->image_token, g, c->n_images, 2, pos, &delta));
+        for (int t = 0; t < T; t++)
+            for (int s = 0; s < 3; s++)
+                ASSERT_EQ_I(pos[t * 3 + s], want[s * T + t]);
+        ASSERT_EQ_I(delta, c->decode_pos[0] - T);
+        /* fewer or more images than the text holds */
+        ASSERT_EQ_I(
+            kiln_vl_rope_index(c->ids.data, T, c->image_token, g, c->n_images - 1, 2, pos, &delta),
+            KILN_ERR_INVALID_ARG);
+        ASSERT_CONTAINS(kiln_last_error(), "more image tokens than");
+        g[c->n_images] = grids[0];
+        ASSERT_EQ_I(
+            kiln_vl_rope_index(c->ids.data, T, c->image_token, g, c->n_images + 1, 2, pos, &delta),
+            KILN_ERR_INVALID_ARG);
+        ASSERT_CONTAINS(kiln_last_error(), "but the text holds");
+        free(pos);
+    }
+    kiln_vl_grid bad = {1, 7, 6};
+    int32_t rp[84], idx[168];
+    float w[168];
+    ASSERT_EQ_I(kiln_vl_patch_tables(bad, 2, 6, rp, idx, w), KILN_ERR_INVALID_ARG);
+    ASSERT_CONTAINS(kiln_last_error(), "not whole 2 x 2 blocks");
+    free_oracle(&o);
+}
+
+TEST_MAIN(host_tables_match_transformers, matches_transformers_on_cpu, matches_transformers_on_ref,
+          methods_and_inputs)
