@@ -12,6 +12,7 @@
 #include "fixtures.h"
 #include "harness.h"
 #include "kiln/kiln.h"
+#include "kiln/kiln_llm.h"
 #include "llm/vl.h"
 
 #define TOL 1e-4
@@ -30,13 +31,14 @@ typedef struct {
 typedef struct {
     array pixels, interp_idx, interp_w, rope_pos, features, deepstack[MAX_DS];
     int n_ds;
+    int grid[3]; /* t, h, w */
 } image;
 
 typedef struct {
     int images[MAX_IMAGES], n_images;
     array ids, position_ids, logits, decode_logits;
     int decode_tokens[16], decode_pos[16], n_decode;
-    int image_token;
+    int image_token, rope_delta;
 } vl_case;
 
 typedef struct {
@@ -88,6 +90,10 @@ static int load_oracle(vl_oracle *o) {
             load_array(kiln_json_get(e, "features"), 4, &im->features) || !ds || ds->len > MAX_DS)
             goto done;
         im->n_ds = (int)ds->len;
+        const kiln_json *g = kiln_json_get(e, "grid_thw");
+        if (!g || g->len != 3) goto done;
+        for (int d = 0; d < 3; d++)
+            im->grid[d] = (int)g->items[d].i;
         for (int k = 0; k < im->n_ds; k++)
             if (load_array(&ds->items[k], 4, &im->deepstack[k])) goto done;
     }
@@ -103,6 +109,9 @@ static int load_oracle(vl_oracle *o) {
             load_array(kiln_json_get(e, "decode_logits"), 4, &c->decode_logits))
             goto done;
         c->n_images = (int)imgs->len;
+        const kiln_json *rd = kiln_json_get(e, "rope_delta");
+        if (!rd) goto done;
+        c->rope_delta = (int)rd->i;
         for (int i = 0; i < c->n_images; i++)
             c->images[i] = (int)imgs->items[i].i;
         c->n_decode = (int)dec->len;
@@ -336,6 +345,119 @@ TEST(matches_transformers_on_ref) {
     check_program("ref");
 }
 
+/* The kiln_llm image API on a case: each image encoded once, prefill in
+ * chunks of `chunk` (split into two calls after the first image when
+ * `split`), the last logits and the rope delta against transformers, then
+ * its decode steps through kiln_llm_decode_rope. */
+static void llm_case(kiln_session *s, const kiln_llm *lm, kiln_llm_image *const *enc,
+                     const vl_case *c, int chunk, int split, double *worst) {
+    int T = (int)c->ids.shape[0], V = (int)c->logits.shape[1];
+    const int32_t *ids = c->ids.data;
+    kiln_llm_image *imgs[MAX_IMAGES];
+    for (int i = 0; i < c->n_images; i++)
+        imgs[i] = enc[c->images[i]];
+    ASSERT_OK(kiln_session_reset(s));
+    int delta = 0, at = 0, first_images = 0;
+    const float *last;
+    if (split) { /* up to the first image's end: the text after it starts the second call */
+        while (ids[at] != c->image_token)
+            at++;
+        at += kiln_llm_image_tokens(imgs[0]);
+        first_images = 1;
+        ASSERT_OK(kiln_llm_prefill_images(s, lm, ids, at, 0, imgs, 1, chunk, &delta, NULL));
+    }
+    ASSERT_OK(kiln_llm_prefill_images(s, lm, ids + at, T - at, at, imgs + first_images,
+                                      c->n_images - first_images, chunk, &delta, &last));
+    ASSERT_EQ_I(delta, c->rope_delta);
+    double e = kt_rel_err(last, (const float *)c->logits.data + (size_t)(T - 1) * V, V);
+    if (e > *worst) *worst = e;
+    for (int k = 0; k < c->n_decode; k++) {
+        ASSERT_OK(kiln_llm_decode_rope(s, lm, c->decode_tokens[k], T + k, delta, &last));
+        e = kt_rel_err(last, (const float *)c->decode_logits.data + (size_t)k * V, V);
+        if (e > *worst) *worst = e;
+    }
+}
+
+TEST(llm_image_api_matches_transformers) {
+    vl_oracle o;
+    ASSERT(load_oracle(&o) == 0);
+    ASSERT(kt_compile_kv(DIR, NULL, kt_path("vl_llm.kiln"), 64, 128, NULL, "f32") == 0);
+    kiln_program *p;
+    kiln_session *s;
+    kiln_llm *lm;
+    ASSERT_OK(kiln_program_open(kt_path("vl_llm.kiln"), &p));
+    ASSERT_OK(kiln_session_create(p, &s));
+    ASSERT_OK(kiln_llm_bind(p, &lm));
+    const kiln_llm_vision *v = kiln_llm_get_vision(lm);
+    ASSERT(v != NULL);
+    ASSERT_EQ_I(v->image_token, o.image_token);
+    ASSERT_EQ_I(v->n_deepstack, o.im[0].n_ds);
+    ASSERT(kiln_llm_encode_method(lm) >= 0);
+    kiln_llm_image *enc[MAX_IMAGES] = {0};
+    for (int i = 0; i < o.n_images; i++) {
+        const int *g = o.im[i].grid;
+        ASSERT_OK(kiln_llm_encode_image(s, lm, o.im[i].pixels.data, g[0], g[1], g[2], &enc[i]));
+        ASSERT_EQ_I(kiln_llm_image_tokens(enc[i]), (int)o.im[i].features.shape[0]);
+    }
+    double worst = 0;
+    for (int j = 0; j < o.n_cases; j++) {
+        llm_case(s, lm, enc, &o.cs[j], 0, 0, &worst);
+        llm_case(s, lm, enc, &o.cs[j], 5, 0, &worst);
+        llm_case(s, lm, enc, &o.cs[j], 3, 1, &worst);
+    }
+    printf("  prefill (whole, chunks of 5, two calls) and decode through kiln_llm: worst rel err "
+           "%.3g\n",
+           worst);
+    ASSERT(worst <= TOL);
+
+    /* wrong image counts and bad grids: clear errors */
+    const vl_case *c = &o.cs[1]; /* two images */
+    const int32_t *ids = c->ids.data;
+    int T = (int)c->ids.shape[0], delta = 0;
+    ASSERT_OK(kiln_session_reset(s));
+    ASSERT_EQ_I(kiln_llm_prefill_images(s, lm, ids, T, 0, enc, 1, 0, &delta, NULL),
+                KILN_ERR_INVALID_ARG);
+    ASSERT_CONTAINS(kiln_last_error(), "more image tokens than the 1 image given");
+    kiln_llm_image *three[3] = {enc[0], enc[1], enc[0]};
+    ASSERT_EQ_I(kiln_llm_prefill_images(s, lm, ids, T, 0, three, 3, 0, &delta, NULL),
+                KILN_ERR_INVALID_ARG);
+    ASSERT_CONTAINS(kiln_last_error(), "3 images given but the text holds 2");
+    kiln_llm_image *swapped[2] = {enc[1], enc[0]}; /* runs of the wrong lengths */
+    ASSERT_EQ_I(kiln_llm_prefill_images(s, lm, ids, T, 0, swapped, 2, 0, &delta, NULL),
+                KILN_ERR_INVALID_ARG);
+    ASSERT_EQ_I(kiln_llm_prefill(s, lm, ids, T, 0, 0, NULL), KILN_ERR_INVALID_ARG);
+    ASSERT_EQ_I(delta, 0);
+    kiln_llm_image *bad = NULL;
+    const int *g = o.im[0].grid;
+    ASSERT_EQ_I(kiln_llm_encode_image(s, lm, o.im[0].pixels.data, 1, g[1] + 1, g[2], &bad),
+                KILN_ERR_INVALID_ARG);
+    ASSERT_EQ_I(kiln_llm_encode_image(s, lm, o.im[0].pixels.data, 1, 2, 4096, &bad),
+                KILN_ERR_INVALID_ARG);
+    ASSERT_EQ_I(kiln_llm_encode_image(s, lm, NULL, g[0], g[1], g[2], &bad), KILN_ERR_INVALID_ARG);
+    ASSERT(bad == NULL);
+
+    /* text alone runs on the same program: rope positions are the rows */
+    int32_t text[6] = {1, 2, 3, 4, 5, 6};
+    const float *a, *b;
+    float *row = malloc(sizeof(float) * (size_t)c->logits.shape[1]);
+    ASSERT_OK(kiln_session_reset(s));
+    ASSERT_OK(kiln_llm_prefill(s, lm, text, 6, 0, 0, &a));
+    memcpy(row, a, sizeof(float) * (size_t)c->logits.shape[1]);
+    ASSERT_OK(kiln_session_reset(s));
+    ASSERT_OK(kiln_llm_prefill(s, lm, text, 4, 0, 0, NULL));
+    ASSERT_OK(kiln_llm_decode_rope(s, lm, text[4], 4, 0, NULL));
+    ASSERT_OK(kiln_llm_decode(s, lm, text[5], 5, &b));
+    ASSERT(kt_rel_err(b, row, (int)c->logits.shape[1]) <= TOL);
+    free(row);
+
+    for (int i = 0; i < o.n_images; i++)
+        kiln_llm_image_free(enc[i]);
+    kiln_llm_free(lm);
+    kiln_session_destroy(s);
+    kiln_program_close(p);
+    free_oracle(&o);
+}
+
 TEST(methods_and_inputs) {
     kiln_program *p;
     ASSERT(kt_compile_kv(DIR, NULL, kt_path("vl_info.kiln"), 16, 64, NULL, "f16") == 0);
@@ -408,4 +530,4 @@ TEST(host_tables_match_transformers) {
 }
 
 TEST_MAIN(host_tables_match_transformers, matches_transformers_on_cpu, matches_transformers_on_ref,
-          methods_and_inputs)
+          llm_image_api_matches_transformers, methods_and_inputs)

@@ -175,6 +175,14 @@ typedef enum kiln_llm_input {
     KILN_LLM_PREFILL_ALL_LOGITS = 2,
     KILN_LLM_DECODE_TOKENS = 3,
     KILN_LLM_DECODE_POS = 4,
+    /* M-RoPE programs (Qwen3-VL): i32 [tokens, 3], the (time, height,
+     * width) rope positions, kept apart from the cache row `pos` */
+    KILN_LLM_PREFILL_ROPE_POS = 5,
+    KILN_LLM_DECODE_ROPE_POS = 6,
+    /* vision-language programs: f32 [tokens, n_embd] visual tokens and
+     * i32 [tokens] 1 where a row takes one (kiln_llm_prefill_images) */
+    KILN_LLM_PREFILL_VISUAL = 7,
+    KILN_LLM_PREFILL_VISUAL_MASK = 8,
 } kiln_llm_input;
 KILN_API int kiln_llm_input_index(const kiln_llm *llm, kiln_llm_input which);
 
@@ -211,6 +219,63 @@ KILN_API kiln_status kiln_llm_prefill_rows(kiln_session *session, const kiln_llm
  * for kiln_llm_prefill. */
 KILN_API kiln_status kiln_llm_decode(kiln_session *session, const kiln_llm *llm, int32_t id,
                                      int pos, const float **logits);
+
+/* Runs one token through decode at cache row pos with rope position
+ * pos + rope_delta in every stream (what kiln_llm_prefill_images returned);
+ * kiln_llm_decode is rope_delta 0. A non-zero delta on a program without
+ * M-RoPE is KILN_ERR_INVALID_ARG. */
+KILN_API kiln_status kiln_llm_decode_rope(kiln_session *session, const kiln_llm *llm, int32_t id,
+                                          int pos, int rope_delta, const float **logits);
+
+/* ---- images (vision-language programs) ----------------------------------- */
+
+/* A program with an `encode_image` method (Qwen3-VL). The prompt marks each
+ * image as vision_start, image_token x tokens, vision_end; the image's
+ * pixels are patches of channels x temporal_patch x patch x patch values
+ * (the Hugging Face processor's pixel_values rows), grid_t x grid_h x grid_w
+ * of them, each merge x merge block consecutive. */
+typedef struct kiln_llm_vision {
+    int patch, temporal_patch, merge, channels;
+    int max_patches; /* most patches one image may have */
+    int32_t image_token, vision_start, vision_end;
+    int n_embd;      /* width of a visual token */
+    int n_deepstack; /* features per visual token added into the first text layers */
+} kiln_llm_vision;
+
+/* Borrowed, lives as long as the handle; NULL for a text-only program. */
+KILN_API const kiln_llm_vision *kiln_llm_get_vision(const kiln_llm *llm);
+KILN_API int kiln_llm_encode_method(const kiln_llm *llm); /* -1 when text-only */
+
+/* An image encoded once: its visual tokens and DeepStack features, owned by
+ * the caller, valid for any session of the handle's program, reused across
+ * turns and prefills. */
+typedef struct kiln_llm_image kiln_llm_image;
+
+/* Runs encode_image on pixels [grid_t grid_h grid_w, channels temporal_patch
+ * patch^2]. KILN_ERR_INVALID_ARG when the grid is not whole merge blocks or
+ * holds more than max_patches patches, or the program is text-only. */
+KILN_API kiln_status kiln_llm_encode_image(kiln_session *session, const kiln_llm *llm,
+                                           const float *pixels, int grid_t, int grid_h, int grid_w,
+                                           kiln_llm_image **out);
+/* The image tokens it takes in a prompt: grid_t grid_h grid_w / merge^2. */
+KILN_API int kiln_llm_image_tokens(const kiln_llm_image *image);
+KILN_API void kiln_llm_image_free(kiln_llm_image *image); /* NULL is a no-op */
+
+/* kiln_llm_prefill for ids[0..n) holding images[0..n_images) as runs of
+ * image_token, in order. The rope positions follow transformers' Qwen3-VL:
+ * text counts up, an image's tokens take (t, row, col) over its merged
+ * grid from where the text was, and the text after it goes on from the
+ * largest of those + 1. *rope_delta holds on entry what the cache rows
+ * 0..start-1 left (0 for a fresh context) and on return the delta for the
+ * rows after these (pass it to kiln_llm_decode_rope and the next prefill).
+ * A chunk may split an image: the result is the same. KILN_ERR_INVALID_ARG
+ * when the image tokens do not match the images (count or run length) or
+ * an image belongs to another program. n_images 0 is text (also on a
+ * text-only program, with *rope_delta 0). */
+KILN_API kiln_status kiln_llm_prefill_images(kiln_session *session, const kiln_llm *llm,
+                                             const int32_t *ids, int n, int start,
+                                             kiln_llm_image *const *images, int n_images, int chunk,
+                                             int *rope_delta, const float **logits);
 
 /* ---- generation --------------------------------------------------------- */
 

@@ -539,6 +539,14 @@ static kiln_status read_config(const jfile *f, kiln_llama_config *c, float **fre
         snprintf(vwhat, sizeof vwhat, "%s: vision_config", f->what);
         what = twhat;
         if ((st = read_vision(vc, vwhat, &c->vision))) return st;
+        /* the transformers defaults are Qwen3-VL's own ids */
+        kiln_vision_config *v = &c->vision;
+        v->image_token = 151655, v->vision_start = 151652, v->vision_end = 151653;
+        const char *top = f->what;
+        if ((st = get_int(root, top, "image_token_id", 0, 0, INT32_MAX, &v->image_token)) ||
+            (st = get_int(root, top, "vision_start_token_id", 0, 0, INT32_MAX, &v->vision_start)) ||
+            (st = get_int(root, top, "vision_end_token_id", 0, 0, INT32_MAX, &v->vision_end)))
+            return st;
     }
 
     const int MAX = 1 << 30;

@@ -56,6 +56,12 @@ kiln_status kiln_llama_check(const kiln_llama_config *c, const char *src) {
         CHECK(c->vision.n_deepstack <= c->n_layer,
               "%s: %d DeepStack features but only %d text layers", src, c->vision.n_deepstack,
               c->n_layer);
+        const int ids[3] = {c->vision.image_token, c->vision.vision_start, c->vision.vision_end};
+        static const char *const id_names[3] = {"image_token_id", "vision_start_token_id",
+                                                "vision_end_token_id"};
+        for (int i = 0; i < 3; i++)
+            CHECK(ids[i] >= 0 && ids[i] < c->n_vocab, "%s: %s %d is outside the vocabulary 0..%d",
+                  src, id_names[i], ids[i], c->n_vocab - 1);
     }
     return KILN_OK;
 }

@@ -30,6 +30,8 @@ typedef struct kiln_vision_config {
     int n_deepstack;    /* features taken after these blocks, added to text layers 0.. */
     int deepstack_layer[KILN_MAX_DEEPSTACK];
     int max_patches; /* the most patches one encode_image call takes */
+    /* the prompt's tokens: <|vision_start|> <|image_pad|> x n <|vision_end|> */
+    int image_token, vision_start, vision_end;
 } kiln_vision_config;
 
 typedef struct kiln_llama_config {

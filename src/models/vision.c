@@ -245,6 +245,9 @@ kiln_status kiln_vision_build(kiln_module *m, const kiln_vision_config *v) {
         {"vision.num_position_embeddings", v->n_pos_embd},
         {"vision.max_patches", v->max_patches},
         {"vision.deepstack_count", v->n_deepstack},
+        {"vision.image_token_id", v->image_token},
+        {"vision.start_token_id", v->vision_start},
+        {"vision.end_token_id", v->vision_end},
     };
     for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
         if ((st = kiln_meta_set_int(m, ints[i].key, ints[i].v))) return st;
