@@ -6,7 +6,8 @@
 # the debugger names that node as the first with its own error (not a later
 # one), the first node past the threshold is that node or a later one, and
 # the nodes after it carry error in with no own error; the same after state
-# was built up (--method decode --position N); a clean cpu-vs-ref run on f32
+# was built up (--method decode --position N), also on the Qwen3-VL fixture
+# (text rows: its rope positions and visual inputs set by the debugger); a clean cpu-vs-ref run on f32
 # weights has no node past a loose threshold; --dump writes a tensor folder
 # that the tensor-folder reader reads back (kiln run --inputs reads every
 # file a manifest names) and python3's json parses, and --inputs reads it
@@ -116,6 +117,16 @@ check_caught prefill "$P1" blk.1.attn_q
 check_caught decode_history "$P1" blk.1.attn_q --method decode --position 20
 check_caught prompt "$P1" blk.1.attn_q -p "hello world" --position 3 --tokens 5
 check_caught other_node "$P2" blk.0.ffn_up --method decode --position 9
+# a vision-language program (Qwen3-VL, M-RoPE and DeepStack inputs): text rows
+# after history; prefill with the DeepStack add of layer 0 perturbed
+VL=$WORK/vl.kiln
+"$KILN" compile "$(dirname "$0")/data/hf/qwen3vl_tiny_f32" -o "$VL" --prefill 16 --max-seq 64 \
+  --backend "test:perturb=blk.0.deepstack" >/dev/null 2>&1 || { echo "compile of the VL fixture failed"; exit 1; }
+check_caught vl_prefill "$VL" blk.0.deepstack --position 4 --tokens 6
+# decode has no DeepStack input (it is text): its rope positions, at row 9
+"$KILN" compile "$(dirname "$0")/data/hf/qwen3vl_tiny_f32" -o "$VL" --prefill 16 --max-seq 64 \
+  --backend "test:perturb=blk.1.attn_q" >/dev/null 2>&1 || { echo "compile of the VL fixture failed"; exit 1; }
+check_caught vl_decode "$VL" blk.1.attn_q --method decode --position 9
 if grep -q 'ref\*' "$WORK/other_node.txt" && grep -q '^\* ref standing in' "$WORK/other_node.txt"; then
   ok fallback_marked
 else bad fallback_marked "$(grep rope "$WORK/other_node.txt" | head -2)"; fi

@@ -761,6 +761,44 @@ static st_entry *find_entry(st_entry *e, int n, const char *name) {
             ASSERT_CONTAINS(kiln_last_error(), needles_[k_]);                                      \
     } while (0)
 
+/* A copy of fixture qwen3vl_tiny_f32 with `from` replaced by `to` in its
+ * config.json. */
+static const char *vl_copy(const char *name, const char *from, const char *to) {
+    const char *dir = new_dir(name);
+    if (!dir) return NULL;
+    static const char *files[] = {"config.json", "generation_config.json", "model.safetensors"};
+    for (int i = 0; i < 3; i++)
+        if (copy_file(DATA "/qwen3vl_tiny_f32", dir, files[i])) return NULL;
+    return edit_file(dir, "config.json", from, to) ? NULL : dir;
+}
+
+/* A Qwen3-VL config Kiln cannot build names the key (and the value). */
+TEST(vl_config_errors_name_the_key) {
+    const char *dir = vl_copy("vl_act", "\"hidden_act\": \"gelu_pytorch_tanh\"",
+                              "\"hidden_act\": \"quick_gelu\"");
+    ASSERT(dir);
+    EXPECT_IMPORT_ERROR(dir, KILN_ERR_UNSUPPORTED,
+                        "vl_act/config.json': vision_config: key 'hidden_act' is 'quick_gelu'");
+    dir = vl_copy("vl_key", "\"depth\": 3,", "\"depth\": 3, \"window_size\": 112,");
+    ASSERT(dir);
+    EXPECT_IMPORT_ERROR(dir, KILN_ERR_UNSUPPORTED, "vision_config: key 'window_size' is not one");
+    dir = vl_copy("vl_ds", "\"deepstack_visual_indexes\": [\n      0,\n      2",
+                  "\"deepstack_visual_indexes\": [\n      0,\n      3");
+    ASSERT(dir);
+    EXPECT_IMPORT_ERROR(dir, KILN_ERR_FORMAT,
+                        "key 'deepstack_visual_indexes' entry 1 is not a block index in 0..2");
+    dir = vl_copy("vl_sections", "\"mrope_section\": [\n        2,\n        3,\n        3",
+                  "\"mrope_section\": [\n        2,\n        3,\n        4");
+    ASSERT(dir);
+    EXPECT_IMPORT_ERROR(dir, KILN_ERR_FORMAT, "mrope_section [2, 3, 4]");
+    dir = vl_copy("vl_token", "\"image_token_id\": 250", "\"image_token_id\": 300");
+    ASSERT(dir);
+    EXPECT_IMPORT_ERROR(dir, KILN_ERR_FORMAT, "image_token_id 300 is outside the vocabulary");
+    dir = vl_copy("vl_novision", "\"vision_config\"", "\"vision_config_\"");
+    ASSERT(dir);
+    EXPECT_IMPORT_ERROR(dir, KILN_ERR_FORMAT, "key 'vision_config' is missing");
+}
+
 TEST(config_errors_name_file_and_key) {
     const char *dir = llama_copy("cfg_missing");
     ASSERT(dir);
@@ -1284,6 +1322,6 @@ TEST_MAIN(many_damaged_configs_and_safetensors, logits_match_transformers,
           a_changed_weight_is_detected, config_and_metadata, chat_template_from_tokenizer_config,
           tokenizer_matches_transformers, import_survives_allocation_failures, json_values,
           json_errors_name_offset_and_expectation, json_typed_getters, json_strict_integers,
-          json_large_object, config_errors_name_file_and_key,
+          json_large_object, config_errors_name_file_and_key, vl_config_errors_name_the_key,
           safetensors_errors_name_file_and_tensor, safetensors_cover_their_data_exactly,
           sharded_index_errors)

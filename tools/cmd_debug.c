@@ -738,6 +738,15 @@ static int plan_llm_call(debugger *d, kiln_status *st) {
     d->in_shape[ti][0] = d->n_tokens;
     *(int32_t *)d->in_data[pi] = (int32_t)d->position;
     if (ai >= 0) *(int32_t *)d->in_data[ai] = 1; /* every row's logits */
+    /* A vision-language program's other per-token inputs: text rows (rope
+     * positions equal to the rows in all three streams, no visual tokens:
+     * the buffers are zero). */
+    for (int i = 0; i < d->n_in; i++)
+        if (i != ti && d->in_info[i].dynamic_mask & 1u) d->in_shape[i][0] = d->n_tokens;
+    int ri =
+        kiln_llm_input_index(d->llm, is_pre ? KILN_LLM_PREFILL_ROPE_POS : KILN_LLM_DECODE_ROPE_POS);
+    for (int64_t k = 0; ri >= 0 && k < 3 * d->n_tokens; k++)
+        ((int32_t *)d->in_data[ri])[k] = (int32_t)(d->position + k / 3);
     return 0;
 }
 

@@ -120,23 +120,23 @@ KILN_API void kiln_detokenizer_free(kiln_detokenizer *d);
  *             output 0 logits     f32 [T, vocab] when all_logits is 1, else
  *                                 [1, vocab] (the last row)
  *   decode    inputs  tokens i32 [1], pos i32 [1]; output 0 logits f32 [1, vocab]
+ * M-RoPE programs (Qwen3-VL) add to both methods `rope_pos` i32 [T, 3], the
+ * (time, height, width) rope position of each token, kept apart from the
+ * cache row `pos`: after an image they differ. A vision tower adds to
+ * prefill `visual` f32 [T, n_embd] and `visual_mask` i32 [T] (the rows
+ * that take a visual token), `deepstack.K` f32 [T, n_embd] (K <
+ * vision.deepstack_count), and a method `encode_image` (inputs pixels,
+ * rope_pos [N, 2], interp_idx [N, 4], interp_w [N, 4]; outputs visual and
+ * deepstack.K) with vision.* metadata. The handle sets all of these itself
+ * (the image API below); text alone gets three equal streams and no
+ * visual rows.
  * Any other input is refused at bind (KILN_ERR_UNSUPPORTED names it), never
- * left unset. How the programs that come next will bind, each through an
- * input of its own name, so today's programs bind unchanged:
+ * left unset. How the program that comes next will bind, through an input
+ * of its own name, so today's programs bind unchanged:
  *   - A backend whose prefill has a fixed size (NPU graphs are static):
  *     `tokens` i32 [P] with no dynamic dimension plus `n_tokens` i32 [1], the
  *     real count. The handle pads each chunk to P (repeating its last id),
  *     sets n_tokens, and hands on only the real rows; prefill_fixed says so.
- *   - Extra per-token inputs, such as image embeddings spliced into the
- *     rows of image placeholder tokens (`embeds` f32 [P, n_embd]): set by
- *     the caller per chunk through a callback given to the prefill call.
- *   - Several rope position streams (M-RoPE's temporal, height and width:
- *     `pos` i32 [3] for the first token, or `pos_ids` i32 [3, P] per
- *     token): text-only rows get three equal streams from the handle.
- *   - A cache row apart from the rope position (`cache_pos` i32 [1]; after
- *     an image the rope positions jump while rows stay contiguous): the
- *     handle then takes the cache row as `start` and the caller the rope
- *     position.
  *
  * Ownership: a kiln_llm borrows its program (close the program after every
  * handle bound to it is freed) and is immutable once bound: thread-safe,
