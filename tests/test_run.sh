@@ -353,4 +353,29 @@ if [ -f "$S/stories260K.bin" ]; then
 else
   skipped stories "no shared data at $S"
 fi
+# ---- a vision-language program: encode + prefill + decode per iteration ----------------
+# A 64x48 image at patch 8, merge 2 is 8 x 6 patches = 12 tokens, so each
+# iteration prefills 2 + 12 + 5 = 19 tokens and decodes 3: five iterations
+# pass a context of 64 and reset once.
+VL=$WORK/vl.kiln
+expect vl_compile 0 "wrote" -- "$KILN" compile "$HERE/data/hf/qwen3vl_tiny_f32" -o "$VL" --prefill 8 --max-seq 64
+expect vl_all 0 "encode a 8 x 6 patch image (12 tokens), prefill it + 5 tokens, decode 3" -- \
+  "$KILN" run -m "$VL" --image-size 64x48 --prompt-len 5 --gen-len 3 --iteration 5 --trace "$WORK/vl.trace"
+if "$KILN" run -m "$VL" --image-size 64x48 --prompt-len 5 --gen-len 3 --iteration 5 2>&1 |
+  grep -q "the context (64 tokens) is full: session reset before"; then ok vl_reset_at_context
+else bad vl_reset_at_context "no reset said after 5 iterations of 22 tokens in a context of 64"; fi
+"$KILN" inspect "$WORK/vl.trace" >"$WORK/vl.txt" 2>&1
+# methods: calls and tokens (the prefill's in calls of at most 8 tokens)
+calls() { awk -v m="$1" '$1 == m && $2 ~ /^[0-9]+$/ { print $2, $4; exit }' "$WORK/vl.txt"; }
+if [ "$(calls encode_image)" = "5 240" ] && [ "$(calls prefill)" = "15 95" ] && [ "$(calls decode)" = "15 15" ]; then
+  ok vl_trace_methods
+else bad vl_trace_methods "encode_image '$(calls encode_image)', prefill '$(calls prefill)', decode '$(calls decode)'"; fi
+expect vl_image_size_bad 2 "--image-size 'x48': want WxH in pixels" -- "$KILN" run -m "$VL" --image-size x48
+expect vl_image_too_big 2 "--image-size 1000x1000 is 15376 patches; the program's encode_image takes at most 4096" -- \
+  "$KILN" run -m "$VL" --image-size 1000x1000
+expect vl_image_context 2 "pass the context (64 tokens)" -- "$KILN" run -m "$VL" --image-size 128x128
+expect vl_image_size_single 2 "--image-size applies to --method all" -- \
+  "$KILN" run -m "$VL" --method prefill --image-size 64x48
+expect vl_encode_alone 0 "method 'encode_image'" -- "$KILN" run -m "$VL" --method encode_image --prompt-len 16
+
 finish

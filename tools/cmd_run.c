@@ -21,7 +21,7 @@ static const char *CMD = "run";
 /* ---- options ------------------------------------------------------------------- */
 
 typedef struct {
-    const char *model, *method, *inputs, *output_dir, *backend, *trace, *qnn_lib;
+    const char *model, *method, *inputs, *output_dir, *backend, *trace, *qnn_lib, *image_size;
     long long iterations, warm_up, seed, threads, prompt_len, gen_len;
     int have_seed, have_prompt_len, have_gen_len;
 } options;
@@ -70,6 +70,10 @@ static const kiln_cli_flag FLAGS[] = {
     {KILN_CLI_I64, "--gen-len", "N", OPT(gen_len), .lo = 0, .hi = 1 << 30,
      .help = "language model, --method all: tokens decoded per\n"
              "iteration (default 16)"},
+    {KILN_CLI_STR, "--image-size", "WxH", OPT(image_size), .bits = KILN_CLI_NONEMPTY,
+     .help = "vision-language model, --method all: the random\n"
+             "image each iteration encodes, in pixels (default\n"
+             "224x224; rounded down to whole merged patches)"},
     {KILN_CLI_END},
 };
 
@@ -99,6 +103,9 @@ static const kiln_cli_command COMMAND = {
              "The token at context position p is a hash of (SEED, p), so any history is\n"
              "replayed by a fresh session: --prompt-len P --gen-len 1 --iteration 1\n"
              "decodes at position P after exactly the tokens a long run had there.\n"
+             "A vision-language model (also encode_image) under --method all encodes\n"
+             "a random --image-size image each iteration and prefills it, between its\n"
+             "vision start and end tokens, before the --prompt-len text tokens.\n"
              "Any other program, a single method, or --inputs: each iteration runs\n"
              "each method once on the same inputs, state kept.\n"
              "\n",
@@ -106,7 +113,8 @@ static const kiln_cli_command COMMAND = {
              "examples:\n"
              "  kiln run -m smollm2.kiln --method all --iteration 50 --warm-up 2\n"
              "  kiln run -m smollm2.kiln --method decode --iteration 100 -t 4\n"
-             "  kiln run -m model.kiln --method prefill --inputs in/ --output-dir out/\n",
+             "  kiln run -m model.kiln --method prefill --inputs in/ --output-dir out/\n"
+             "  kiln run -m qwen3vl.kiln --image-size 448x448 --prompt-len 16 --gen-len 8\n",
     .column = 25,
     .flags = FLAGS,
     .size = sizeof(options),
@@ -173,6 +181,11 @@ typedef struct {
     int64_t prefill_max;
     int64_t pos; /* tokens in the session */
     int capture; /* keep tensors for --output-dir (the last iteration) */
+    /* a vision-language model: an image encoded and prefilled per iteration */
+    const kiln_llm_vision *vis; /* NULL: none */
+    int grid_h, grid_w, rope_delta;
+    float *pixels;
+    int32_t *ids; /* one iteration's prompt */
 } runner;
 
 static int find_input(const method *m, const char *name) {
@@ -513,8 +526,10 @@ done:
 /* Whether the methods run are an LLM's prefill and decode (the program
  * bound as kiln_llm.h says), and where their inputs are. */
 static int is_llm(runner *r) {
-    if (!r->lm || r->n_m != 2) return 0;
-    for (int j = 0; j < 2; j++) {
+    if (!r->lm) return 0;
+    r->vis = kiln_llm_get_vision(r->lm);
+    if (r->n_m != (r->vis ? 3 : 2)) return 0;
+    for (int j = 0; j < r->n_m; j++) {
         if (r->m[j].index == kiln_llm_prefill_method(r->lm)) r->pre = &r->m[j];
         if (r->m[j].index == kiln_llm_decode_method(r->lm)) r->dec = &r->m[j];
     }
@@ -535,6 +550,98 @@ static void reset_session(runner *r, const char *label, const char *before) {
             label, (long long)r->ctx, before, (long long)r->pos);
     kiln_session_reset(r->sess);
     r->pos = 0;
+    r->rope_delta = 0;
+}
+
+/* The text token at context position p of a vision-language run: never an
+ * image placeholder (those come only with an image). */
+static int32_t text_token(const runner *r, int64_t p) {
+    int32_t t = kiln_token_at((uint64_t)r->o->seed, p, r->vocab);
+    return t == r->vis->image_token ? (int32_t)((t + 1) % r->vocab) : t;
+}
+
+/* One vision-language iteration through the kiln_llm image API: encode
+ * the image, prefill [start, image x n, end, text], decode; all timed. */
+static kiln_status vl_iteration(runner *r, const char *label, double *ms) {
+    const kiln_llm_vision *v = r->vis;
+    kiln_llm_image *im = NULL;
+    if (kiln_cli_interrupted) return kiln_error(KILN_ERR_CANCELLED, "interrupted");
+    double t0 = kiln_now_ms();
+    kiln_status st = kiln_llm_encode_image(r->sess, r->lm, r->pixels, 1, r->grid_h, r->grid_w, &im);
+    if (st) return kiln_error_wrap(st, "%s: encode_image", label);
+    int n_img = kiln_llm_image_tokens(im);
+    int64_t n = 2 + n_img + r->o->prompt_len;
+    *ms += kiln_now_ms() - t0;
+    if (r->pos + n > r->ctx) reset_session(r, label, "prefill");
+    r->ids[0] = v->vision_start;
+    for (int k = 0; k < n_img; k++)
+        r->ids[1 + k] = v->image_token;
+    r->ids[1 + n_img] = v->vision_end;
+    for (int64_t k = 2 + n_img; k < n; k++)
+        r->ids[k] = text_token(r, r->pos + k);
+    t0 = kiln_now_ms();
+    st = kiln_llm_prefill_images(r->sess, r->lm, r->ids, (int)n, (int)r->pos, &im, 1, 0,
+                                 &r->rope_delta, NULL);
+    *ms += kiln_now_ms() - t0;
+    kiln_llm_image_free(im);
+    if (st)
+        return kiln_error_wrap(st, "%s: prefill of an image and %lld tokens at position %lld",
+                               label, r->o->prompt_len, (long long)r->pos);
+    r->pos += n;
+    for (long long g = 0; g < r->o->gen_len; g++) {
+        if (kiln_cli_interrupted) return kiln_error(KILN_ERR_CANCELLED, "interrupted");
+        if (r->pos + 1 > r->ctx) reset_session(r, label, "decode");
+        t0 = kiln_now_ms();
+        st = kiln_llm_decode_rope(r->sess, r->lm, text_token(r, r->pos), (int)r->pos, r->rope_delta,
+                                  NULL);
+        *ms += kiln_now_ms() - t0;
+        if (st) return kiln_error_wrap(st, "%s: decode at position %lld", label, (long long)r->pos);
+        r->pos++;
+    }
+    return KILN_OK;
+}
+
+/* --image-size WxH -> the merged patch grid of a random image, its pixels
+ * and the prompt buffer; 0, or a usage error's exit code. */
+static int plan_image(runner *r, kiln_status *st) {
+    const kiln_llm_vision *v = r->vis;
+    const char *s = r->o->image_size ? r->o->image_size : "224x224";
+    char *end;
+    long w = strtol(s, &end, 10), h = *end == 'x' ? strtol(end + 1, &end, 10) : 0;
+    int unit = v->patch * v->merge;
+    if (*end || w < unit || h < unit || w > 100000 || h > 100000)
+        return kiln_cli_usage_error(CMD,
+                                    "--image-size '%s': want WxH in pixels, each %d..100000 (one "
+                                    "merged patch is %d pixels)",
+                                    s, unit, unit);
+    r->grid_w = (int)(w / unit) * v->merge, r->grid_h = (int)(h / unit) * v->merge;
+    int64_t patches = (int64_t)r->grid_h * r->grid_w, n_img = patches / (v->merge * v->merge);
+    if (patches > v->max_patches)
+        return kiln_cli_usage_error(CMD,
+                                    "--image-size %s is %lld patches; the program's encode_image "
+                                    "takes at most %d",
+                                    s, (long long)patches, v->max_patches);
+    if (2 + n_img + r->o->prompt_len > r->ctx)
+        return kiln_cli_usage_error(CMD,
+                                    "--image-size %s (%lld image tokens) and --prompt-len %lld "
+                                    "pass the context (%lld tokens)",
+                                    s, (long long)n_img, r->o->prompt_len, (long long)r->ctx);
+    if (r->o->output_dir)
+        return kiln_cli_usage_error(CMD, "--output-dir takes single methods or a text model's "
+                                         "loop, not a vision-language run");
+    int64_t P = (int64_t)v->channels * v->temporal_patch * v->patch * v->patch;
+    r->pixels = malloc(sizeof(float) * (size_t)(patches * P));
+    r->ids = malloc(sizeof(int32_t) * (size_t)(2 + n_img + r->o->prompt_len));
+    if (!r->pixels || !r->ids) {
+        *st = kiln_error(KILN_ERR_NOMEM, "out of memory for a %s image", s);
+        return 0;
+    }
+    uint64_t seed = kiln_mix64((uint64_t)r->o->seed ^ 0x696d616765ull);
+    for (int64_t k = 0; k < patches * P; k++) /* in [-1, 1), as normalised pixels are */
+        r->pixels[k] =
+            (float)((double)(kiln_mix64(seed + (uint64_t)k) >> 11) / 9007199254740992.0 * 2.0 -
+                    1.0);
+    return 0;
 }
 
 static kiln_status llm_iteration(runner *r, const char *label, double *ms) {
@@ -688,10 +795,13 @@ static int plan_run(runner *r, int which, kiln_status *st) {
             return kiln_cli_usage_error(CMD,
                                         "--prompt-len %lld is more than the context (%lld tokens)",
                                         o->prompt_len, (long long)r->ctx);
-        if (o->prompt_len + o->gen_len == 0)
+        if (!r->vis && o->prompt_len + o->gen_len == 0)
             return kiln_cli_usage_error(CMD, "--prompt-len 0 and --gen-len 0: nothing to run");
-        return 0;
+        return r->vis ? plan_image(r, st) : 0;
     }
+    if (o->image_size)
+        return kiln_cli_usage_error(CMD, "--image-size applies to --method all on a "
+                                         "vision-language model without --inputs");
     int usage = 0;
     if ((*st = load_inputs(r, &usage)))
         return usage ? kiln_cli_usage_error(CMD, "%s", kiln_last_error()) : 0;
@@ -713,7 +823,13 @@ static void say_what(const runner *r) {
     const options *o = r->o;
     char used[256], what[512];
     kiln_program_backends_used(r->prog, r->n_m == 1 ? r->m[0].index : -1, used, sizeof used);
-    if (r->llm)
+    if (r->llm && r->vis)
+        snprintf(what, sizeof what,
+                 "encode a %d x %d patch image (%d tokens), prefill it + %lld tokens, decode %lld "
+                 "per iteration, one session (context %lld)",
+                 r->grid_w, r->grid_h, r->grid_w * r->grid_h / (r->vis->merge * r->vis->merge),
+                 o->prompt_len, o->gen_len, (long long)r->ctx);
+    else if (r->llm)
         snprintf(what, sizeof what,
                  "prefill %lld + decode %lld tokens per iteration, one session (context %lld)",
                  o->prompt_len, o->gen_len, (long long)r->ctx);
@@ -738,7 +854,9 @@ static kiln_status iterate(runner *r, double *times) {
             snprintf(label, sizeof label, "iteration %lld", it + 1);
         r->capture = o->output_dir && it == o->iterations - 1;
         double ms = 0;
-        kiln_status st = r->llm ? llm_iteration(r, label, &ms) : plain_iteration(r, label, &ms);
+        kiln_status st = r->llm && r->vis ? vl_iteration(r, label, &ms)
+                         : r->llm         ? llm_iteration(r, label, &ms)
+                                          : plain_iteration(r, label, &ms);
         if (st) return st;
         if (it >= 0) {
             times[it] = ms;
@@ -816,6 +934,8 @@ out:
     free(r.m);
     kiln_session_destroy(r.sess);
     kiln_llm_free(r.lm);
+    free(r.pixels);
+    free(r.ids);
     kiln_program_close(r.prog);
     return rc;
 }
