@@ -365,6 +365,49 @@ static void build_cases(void) {
             s->in[2] = tens(KILN_I32, 1, 0, pos);
             s->out = tens(ct, S, kvw, NULL);
         }
+    /* rope_multi: Qwen3-VL's text rope (interleaved M-RoPE, head 128,
+     * sections 24/20/20) and its tower's axial 2-D rope (head 64), one token
+     * and 100 (threaded), positions apart per stream; exact (ref's rows) */
+    for (int axial = 0; axial <= 1; axial++)
+        for (int T = 1; T <= 100; T += 99) {
+            int hd = axial ? 64 : 128, nh = axial ? 16 : 8, S = axial ? 2 : 3;
+            int64_t W = (int64_t)nh * hd;
+            op_case *c = add_case(KILN_OP_ROPE_MULTI, axial ? "rope_multi axial" : "rope_multi", 0);
+            int32_t *pos = keep(malloc(sizeof(int32_t) * (size_t)(T * S)));
+            for (int i = 0; i < T * S; i++)
+                pos[i] = (int32_t)(kt_rand(&rs) % 5000);
+            c->n.n_in = 2;
+            c->n.iattr[KILN_ROPEM_N_HEAD] = nh;
+            c->n.iattr[KILN_ROPEM_HEAD_DIM] = hd;
+            c->n.iattr[KILN_ROPEM_LAYOUT] = axial ? KILN_ROPEM_AXIAL : KILN_ROPEM_INTERLEAVED;
+            c->n.iattr[KILN_ROPEM_SECTION] = 24;
+            c->n.iattr[KILN_ROPEM_SECTION + 1] = 20;
+            c->n.iattr[KILN_ROPEM_SECTION + 2] = 20;
+            c->n.fattr[0] = axial ? 10000.0f : 5000000.0f;
+            c->in[0] = tens(KILN_F32, T, W, keep(randv(&rs, T * W, 1.0f)));
+            c->in[1] = tens(KILN_I32, T, S, pos);
+            c->out = tens(KILN_F32, T, W, NULL);
+        }
+    /* attention_full (the vision tower's: every token sees every token):
+     * few tokens inline; 300 over several key blocks, threaded; head sizes
+     * 64 (Qwen3-VL-2B's tower), 72 (the 4B/8B towers') and 36 (the plain
+     * step), GQA and not */
+    static const struct {
+        int T, nh, nkv, hd;
+    } af[] = {{5, 4, 4, 64}, {300, 16, 16, 64}, {300, 16, 16, 72}, {131, 6, 2, 36}};
+    for (size_t i = 0; i < sizeof af / sizeof *af; i++) {
+        int64_t T = af[i].T, qw = (int64_t)af[i].nh * af[i].hd, kvw = (int64_t)af[i].nkv * af[i].hd;
+        op_case *c = add_case(KILN_OP_ATTENTION_FULL, "attention_full", 1e-5);
+        c->n.n_in = 3;
+        c->n.iattr[KILN_ATTN_N_HEAD] = af[i].nh;
+        c->n.iattr[KILN_ATTN_N_KV_HEAD] = af[i].nkv;
+        c->n.iattr[KILN_ATTN_HEAD_DIM] = af[i].hd;
+        c->n.fattr[0] = sqrtf((float)af[i].hd);
+        c->in[0] = tens(KILN_F32, T, qw, keep(randv(&rs, T * qw, 2.0f)));
+        c->in[1] = tens(KILN_F32, T, kvw, keep(randv(&rs, T * kvw, 2.0f)));
+        c->in[2] = tens(KILN_F32, T, kvw, keep(randv(&rs, T * kvw, 1.0f)));
+        c->out = tens(KILN_F32, T, qw, NULL);
+    }
 }
 
 static int compare_variant(const char *variant) {

@@ -454,6 +454,34 @@ static kiln_status k_rope(const cpu_ctx *c, const rope_table *tab, const kiln_no
     return KILN_OK;
 }
 
+/* rope_multi (M-RoPE, the vision tower's 2-D rope): ref's rows, split over
+ * the threads, so bit for bit ref's. */
+typedef struct {
+    const kiln_node *n;
+    const kiln_tensor *const *in;
+    kiln_tensor *out;
+    int chunks;
+    atomic_int next;
+} rope_multi_job;
+
+static void rope_multi_run(void *arg, int ith, int nth) {
+    rope_multi_job *j = arg;
+    for (int64_t lo, hi; claim(&j->next, j->chunks, j->in[0]->ne[0], &lo, &hi);)
+        kiln_ref_rope_multi_rows(j->n, j->in, j->out, lo, hi);
+}
+
+static kiln_status k_rope_multi(const cpu_ctx *c, const kiln_node *n, const kiln_tensor *const *in,
+                                kiln_tensor *out) {
+    kiln_status st = kiln_ref_rope_multi_check(in);
+    if (st) return st;
+    int64_t T = in[0]->ne[0], W = in[0]->ne[1];
+    if (out->data != in[0]->data) memcpy(out->data, in[0]->data, (size_t)(T * W) * sizeof(float));
+    rope_multi_job j = {.n = n, .in = in, .out = out, .chunks = chunks_for(c, T)};
+    atomic_init(&j.next, 0);
+    run(c, rope_multi_run, &j, 8.0 * (double)T * (double)W);
+    return KILN_OK;
+}
+
 /* ---- kv_store and attention -------------------------------------------------- */
 
 static kiln_status check_pos(int32_t pos, int64_t T, int64_t S) {
@@ -538,6 +566,7 @@ typedef struct attn_job {
     size_t k_esz; /* bytes of one K value */
     float *o;     /* [T, nh * hd] */
     int64_t T, pos, kvw;
+    int64_t all; /* attention_full: every token sees keys 0..all-1; 0: causal */
     int nh, nkv, hd;
     int hq, tq;     /* query heads (of one group) x tokens per task */
     int n_hc, n_tc; /* head chunks per group, token chunks */
@@ -735,7 +764,7 @@ ATTN_AVX2 static void attn_v_f32(const uint16_t *v, int64_t vs, int n, int hd, f
  * t0 .. t0 + ntq - 1; row hi * ntq + ti. */
 static void attn_tile(const attn_job *j, int g, int h0, int nhq, int64_t t0, int ntq) {
     int hd = j->hd, n_rows = nhq * ntq;
-    int64_t kvo = (int64_t)g * hd, n_keys = j->pos + t0 + ntq; /* the last token's */
+    int64_t kvo = (int64_t)g * hd, n_keys = j->all ? j->all : j->pos + t0 + ntq; /* the last's */
     size_t ws = (size_t)j->kvw * j->k_esz, qs = (size_t)j->nh * (size_t)hd * sizeof(float);
     float acc[ATTN_ACC], sc[ATTN_ROWS * ATTN_BLOCK], mx[ATTN_ROWS], sum[ATTN_ROWS];
 #if ATTN_SIMD
@@ -750,7 +779,7 @@ static void attn_tile(const attn_job *j, int g, int h0, int nhq, int64_t t0, int
         int nk = n_keys - s0 < ATTN_BLOCK ? (int)(n_keys - s0) : ATTN_BLOCK;
         /* Tokens before ti0 see none of this block (token t sees keys up to
          * pos + t); keys past a row's last are scored but not used. */
-        int ti0 = s0 - j->pos > t0 ? (int)(s0 - j->pos - t0) : 0, nt = ntq - ti0;
+        int ti0 = !j->all && s0 - j->pos > t0 ? (int)(s0 - j->pos - t0) : 0, nt = ntq - ti0;
         const uint8_t *kb = (const uint8_t *)j->kc + (size_t)(s0 * j->kvw + kvo) * j->k_esz;
         const float *qb = j->q + ((t0 + ti0) * j->nh + h0) * hd;
         if (nt >= nhq) /* per head, its tokens as the activation rows */
@@ -774,7 +803,7 @@ static void attn_tile(const attn_job *j, int g, int h0, int nhq, int64_t t0, int
         for (int hi = 0; hi < nhq; hi++)
             for (int ti = ti0; ti < ntq; ti++) {
                 int r = hi * ntq + ti;
-                int64_t nb = j->pos + t0 + ti + 1 - s0;
+                int64_t nb = (j->all ? j->all : j->pos + t0 + ti + 1) - s0;
                 int n = nb < ATTN_BLOCK ? (int)nb : ATTN_BLOCK;
 #if ATTN_SIMD
                 if (j->simd) {
@@ -813,8 +842,10 @@ static void attn_run(void *arg, int ith, int nth) {
     }
 }
 
-static kiln_status k_attention(const cpu_ctx *c, const kiln_node *n, const kiln_tensor *const *in,
-                               kiln_tensor *out) {
+/* Attention of T query tokens at cache row pos over K/V rows kc/vc (f32 or
+ * f16), causal, or over all `all` rows (attention_full: pos 0). */
+static kiln_status attn_start(const cpu_ctx *c, const kiln_node *n, const kiln_tensor *const *in,
+                              kiln_tensor *out, int64_t pos, int64_t all) {
     attn_job j = {.c = c, .q = in[0]->data, .kc = in[1]->data, .vc = in[2]->data, .o = out->data};
     int k_f16 = in[1]->dtype == KILN_F16;
     j.score = c->gemm[k_f16 ? KILN_F16 : KILN_F32];
@@ -824,14 +855,12 @@ static kiln_status k_attention(const cpu_ctx *c, const kiln_node *n, const kiln_
     /* x86 SIMD tables run only where AVX2, FMA and F16C are. */
     j.simd = ATTN_SIMD && j.hd % 8 == 0 && c->x86_simd;
     j.T = in[0]->ne[0];
-    j.pos = *(const int32_t *)in[3]->data;
+    j.pos = pos;
+    j.all = all;
     j.nh = n->iattr[KILN_ATTN_N_HEAD];
     j.nkv = n->iattr[KILN_ATTN_N_KV_HEAD];
-    j.hd = n->iattr[KILN_ATTN_HEAD_DIM];
     j.kvw = (int64_t)j.nkv * j.hd;
     j.div = n->fattr[0];
-    kiln_status st = check_pos((int32_t)j.pos, j.T, in[1]->ne[0]);
-    if (st) return st;
     if (j.hd <= 0 || j.nkv <= 0 || j.nh <= 0 || j.nh % j.nkv)
         return kiln_error(KILN_ERR_INVALID_ARG,
                           "cpu attention: %d heads on %d KV heads of %d values is no GQA shape",
@@ -857,9 +886,16 @@ static kiln_status k_attention(const cpu_ctx *c, const kiln_node *n, const kiln_
         j.tq = (j.tq + 1) / 2;
     }
     atomic_init(&j.next, 0);
-    double keys = (double)j.T * (double)(j.pos + j.T);
+    double keys = (double)j.T * (double)(all ? all : j.pos + j.T);
     run(c, attn_run, &j, 2.0 * keys * (double)j.nh * (double)j.hd);
     return KILN_OK;
+}
+
+static kiln_status k_attention(const cpu_ctx *c, const kiln_node *n, const kiln_tensor *const *in,
+                               kiln_tensor *out) {
+    int32_t pos = *(const int32_t *)in[3]->data;
+    kiln_status st = check_pos(pos, in[0]->ne[0], in[1]->ne[0]);
+    return st ? st : attn_start(c, n, in, out, pos, 0);
 }
 
 /* ---- exec --------------------------------------------------------------------- */
@@ -900,6 +936,10 @@ static kiln_status cpu_exec(void *ctx, const kiln_node *n, const kiln_tensor *co
         return k_kv_store(c, in, out);
     case KILN_OP_ATTENTION:
         return k_attention(c, n, in, out);
+    case KILN_OP_ROPE_MULTI:
+        return k_rope_multi(c, n, in, out);
+    case KILN_OP_ATTENTION_FULL: /* T queries over the same T keys, no mask */
+        return attn_start(c, n, in, out, 0, in[0]->ne[0]);
     default: /* cpu_supports sends every other op elsewhere */
         break;
     }
@@ -935,22 +975,23 @@ static int cpu_supports(const kiln_module *m, const kiln_graph *g, const kiln_no
         kiln_dtype c = in_dtype(g, n, 0);
         return (c == KILN_F32 || c == KILN_F16) && in_dtype(g, n, 1) == KILN_F32;
     }
+    case KILN_OP_ATTENTION_FULL:
     case KILN_OP_ATTENTION: {
         kiln_dtype k = in_dtype(g, n, 1), v = in_dtype(g, n, 2);
         return in_dtype(g, n, 0) == KILN_F32 && (k == KILN_F32 || k == KILN_F16) &&
                (v == KILN_F32 || v == KILN_F16) && n->iattr[KILN_ATTN_HEAD_DIM] > 0 &&
                n->iattr[KILN_ATTN_HEAD_DIM] <= ATTN_MAX_HD;
     }
+    case KILN_OP_ROPE_MULTI:
+        return in_dtype(g, n, 0) == KILN_F32 && in_dtype(g, n, 1) == KILN_I32;
     case KILN_OP_ROPE:
         return in_dtype(g, n, 0) == KILN_F32 && n->iattr[KILN_ROPE_N_ROT] > 0 &&
                n->iattr[KILN_ROPE_N_ROT] <= 2 * ATTN_MAX_HD;
-    case KILN_OP_LAYER_NORM: /* the vision encoder's ops run on ref for now */
+    case KILN_OP_LAYER_NORM: /* the vision tower's cheap ops run on ref for now */
     case KILN_OP_GELU:
     case KILN_OP_MERGE_ROWS:
     case KILN_OP_EMBED_BAG:
     case KILN_OP_FOLD_ROWS:
-    case KILN_OP_ROPE_MULTI:
-    case KILN_OP_ATTENTION_FULL:
     case KILN_OP_COUNT:
         return 0;
     default:
@@ -1146,6 +1187,7 @@ static const char *cpu_unit(void *ctx, const kiln_node *n, const kiln_tensor *co
         return t >= 0 && t < KILN_DTYPE_END && c->unit_mm[t][0] ? c->unit_mm[t] : "cpu";
     }
     case KILN_OP_ATTENTION:
+    case KILN_OP_ATTENTION_FULL:
         return c->unit_attn[in[1]->dtype == KILN_F16];
     case KILN_OP_RMS_NORM:
         return c->unit_vec;

@@ -279,19 +279,25 @@ static kiln_status k_embed_bag(const kiln_tensor *const *in, kiln_tensor *out, f
     return KILN_OK;
 }
 
-static kiln_status k_rope_multi(const kiln_node *n, const kiln_tensor *const *in,
-                                kiln_tensor *out) {
-    const float *x = in[0]->data;
+kiln_status kiln_ref_rope_multi_check(const kiln_tensor *const *in) {
+    const int32_t *pos = in[1]->data;
+    for (int64_t i = 0; i < in[1]->ne[0] * in[1]->ne[1]; i++)
+        if (pos[i] < -(1 << 30) || pos[i] > (1 << 30))
+            return kiln_error(KILN_ERR_INVALID_ARG, "position %d is out of range", pos[i]);
+    return KILN_OK;
+}
+
+void kiln_ref_rope_multi_rows(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                              int64_t t0, int64_t t1) {
     const int32_t *pos = in[1]->data;
     float *o = out->data;
-    int64_t T = in[0]->ne[0], W = in[0]->ne[1], S = in[1]->ne[1];
+    int64_t W = in[0]->ne[1], S = in[1]->ne[1];
     int nh = n->iattr[KILN_ROPEM_N_HEAD], hd = n->iattr[KILN_ROPEM_HEAD_DIM];
     int axial = n->iattr[KILN_ROPEM_LAYOUT] == KILN_ROPEM_AXIAL;
     const int32_t *sec = n->iattr + KILN_ROPEM_SECTION;
     float theta = n->fattr[0];
     int half = hd / 2;
-    if (o != x) memcpy(o, x, (size_t)(T * W) * sizeof(float));
-    for (int64_t t = 0; t < T; t++) {
+    for (int64_t t = t0; t < t1; t++) {
         for (int j = 0; j < half; j++) {
             /* axial: each stream's quarter of the head restarts the frequencies */
             int stream = axial                            ? j >= half / 2
@@ -300,10 +306,7 @@ static kiln_status k_rope_multi(const kiln_node *n, const kiln_tensor *const *in
                                                           : 0;
             int e = axial ? j - stream * (half / 2) : j;
             float freq = 1.0f / powf(theta, (float)(2 * e) / (float)(axial ? half : hd));
-            int32_t p = pos[t * S + stream];
-            if (p < -(1 << 30) || p > (1 << 30))
-                return kiln_error(KILN_ERR_INVALID_ARG, "position %d is out of range", p);
-            float val = (float)p * freq;
+            float val = (float)pos[t * S + stream] * freq;
             float fcr = cosf(val), fci = sinf(val);
             for (int h = 0; h < nh; h++) {
                 float *r = o + t * W + (int64_t)h * hd;
@@ -313,6 +316,15 @@ static kiln_status k_rope_multi(const kiln_node *n, const kiln_tensor *const *in
             }
         }
     }
+}
+
+static kiln_status k_rope_multi(const kiln_node *n, const kiln_tensor *const *in,
+                                kiln_tensor *out) {
+    kiln_status st = kiln_ref_rope_multi_check(in);
+    if (st) return st;
+    if (out->data != in[0]->data)
+        memcpy(out->data, in[0]->data, (size_t)(in[0]->ne[0] * in[0]->ne[1]) * sizeof(float));
+    kiln_ref_rope_multi_rows(n, in, out, 0, in[0]->ne[0]);
     return KILN_OK;
 }
 
