@@ -365,6 +365,58 @@ static void build_cases(void) {
             s->in[2] = tens(KILN_I32, 1, 0, pos);
             s->out = tens(ct, S, kvw, NULL);
         }
+    /* layer_norm with bias and gelu (erf and tanh), the vision tower's:
+     * ref's rows on the threads, exact */
+    for (int T = 1; T <= 100; T += 99) {
+        int64_t W = 1024;
+        float *x = keep(randv(&rs, T * W, 3.0f));
+        op_case *c = add_case(KILN_OP_LAYER_NORM, "layer_norm", 0);
+        c->n.n_in = 3;
+        c->n.fattr[0] = 1e-6f;
+        c->in[0] = tens(KILN_F32, T, W, x);
+        c->in[1] = tens(KILN_F32, W, 0, keep(randv(&rs, W, 1.0f)));
+        c->in[2] = tens(KILN_F32, W, 0, keep(randv(&rs, W, 1.0f)));
+        c->out = tens(KILN_F32, T, W, NULL);
+        for (int tanh_form = 0; tanh_form <= 1; tanh_form++) {
+            c = add_case(KILN_OP_GELU, tanh_form ? "gelu tanh" : "gelu erf", 0);
+            c->n.n_in = 1;
+            c->n.iattr[KILN_GELU_TANH] = tanh_form;
+            c->in[0] = tens(KILN_F32, T, W, x);
+            c->out = tens(KILN_F32, T, W, NULL);
+        }
+    }
+    /* merge_rows, fold_rows, embed_bag (f32 and f16 tables): ref's loops,
+     * run inline by cpu so they split no partition; exact */
+    {
+        int64_t T = 40, D = 96;
+        int32_t *mask = keep(malloc(sizeof(int32_t) * (size_t)T)),
+                *ids = keep(malloc(sizeof(int32_t) * (size_t)T * 4));
+        float *wt = keep(randv(&rs, T * 4, 1.0f));
+        for (int64_t i = 0; i < T; i++)
+            mask[i] = (int32_t)(kt_rand(&rs) % 2);
+        for (int64_t i = 0; i < T * 4; i++)
+            ids[i] = (int32_t)(kt_rand(&rs) % 36);
+        op_case *c = add_case(KILN_OP_MERGE_ROWS, "merge_rows", 0);
+        c->n.n_in = 3;
+        c->in[0] = tens(KILN_F32, T, D, keep(randv(&rs, T * D, 1.0f)));
+        c->in[1] = tens(KILN_F32, T, D, keep(randv(&rs, T * D, 1.0f)));
+        c->in[2] = tens(KILN_I32, T, 0, mask);
+        c->out = tens(KILN_F32, T, D, NULL);
+        c = add_case(KILN_OP_FOLD_ROWS, "fold_rows", 0);
+        c->n.n_in = 1;
+        c->n.iattr[0] = 4;
+        c->in[0] = tens(KILN_F32, T, D, keep(randv(&rs, T * D, 1.0f)));
+        c->out = tens(KILN_F32, T / 4, D * 4, NULL);
+        for (int f16 = 0; f16 <= 1; f16++) {
+            c = add_case(KILN_OP_EMBED_BAG, f16 ? "embed_bag f16" : "embed_bag f32", 0);
+            kiln_dtype t = f16 ? KILN_F16 : KILN_F32;
+            c->n.n_in = 3;
+            c->in[0] = tens(t, 36, D, keep(rand_weight(&rs, t, 36, D)));
+            c->in[1] = tens(KILN_I32, T, 4, ids);
+            c->in[2] = tens(KILN_F32, T, 4, wt);
+            c->out = tens(KILN_F32, T, D, NULL);
+        }
+    }
     /* rope_multi: Qwen3-VL's text rope (interleaved M-RoPE, head 128,
      * sections 24/20/20) and its tower's axial 2-D rope (head 64), one token
      * and 100 (threaded), positions apart per stream; exact (ref's rows) */

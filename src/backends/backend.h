@@ -118,12 +118,19 @@ const char *kiln_backend_default(void);
 /* The ref kernels, shared by backends that wrap ref (e.g. test). */
 kiln_status kiln_ref_exec(void *ctx, const kiln_node *n, const kiln_tensor *const *in,
                           kiln_tensor *out, void *scratch, uint64_t scratch_bytes);
-/* rope_multi in pieces, for a backend that splits the rows (cpu): the
- * positions checked once, then rows t0..t1-1 of out (holding x) rotated in
- * place, bit for bit as ref. */
+/* ref kernels in pieces, for a backend that splits the rows over threads
+ * (cpu): rows t0..t1-1 of out, bit for bit as ref computes them.
+ * rope_multi rotates out in place (out holding x; positions checked once
+ * first with kiln_ref_rope_multi_check); layer_norm and gelu read in[0]. */
+typedef void (*kiln_ref_rows_fn)(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                                 int64_t t0, int64_t t1);
 kiln_status kiln_ref_rope_multi_check(const kiln_tensor *const *in);
 void kiln_ref_rope_multi_rows(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
                               int64_t t0, int64_t t1);
+void kiln_ref_layer_norm_rows(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                              int64_t t0, int64_t t1);
+void kiln_ref_gelu_rows(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                        int64_t t0, int64_t t1);
 
 /* The refuse= option both test backends take (test/test_backend.c): a
  * "+"-separated op list, each a known op, stored under `key`; and whether

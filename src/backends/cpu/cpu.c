@@ -454,20 +454,30 @@ static kiln_status k_rope(const cpu_ctx *c, const rope_table *tab, const kiln_no
     return KILN_OK;
 }
 
-/* rope_multi (M-RoPE, the vision tower's 2-D rope): ref's rows, split over
- * the threads, so bit for bit ref's. */
+/* ref's row kernels (rope_multi, layer_norm, gelu), rows split over the
+ * threads: bit for bit ref's. */
 typedef struct {
+    kiln_ref_rows_fn fn;
     const kiln_node *n;
     const kiln_tensor *const *in;
     kiln_tensor *out;
     int chunks;
     atomic_int next;
-} rope_multi_job;
+} ref_rows_job;
 
-static void rope_multi_run(void *arg, int ith, int nth) {
-    rope_multi_job *j = arg;
+static void ref_rows_run(void *arg, int ith, int nth) {
+    ref_rows_job *j = arg;
     for (int64_t lo, hi; claim(&j->next, j->chunks, j->in[0]->ne[0], &lo, &hi);)
-        kiln_ref_rope_multi_rows(j->n, j->in, j->out, lo, hi);
+        j->fn(j->n, j->in, j->out, lo, hi);
+}
+
+/* cost: the work of one value */
+static void k_rows(const cpu_ctx *c, kiln_ref_rows_fn fn, const kiln_node *n,
+                   const kiln_tensor *const *in, kiln_tensor *out, double cost) {
+    int64_t T = in[0]->ne[0];
+    ref_rows_job j = {.fn = fn, .n = n, .in = in, .out = out, .chunks = chunks_for(c, T)};
+    atomic_init(&j.next, 0);
+    run(c, ref_rows_run, &j, cost * (double)T * (double)in[0]->ne[1]);
 }
 
 static kiln_status k_rope_multi(const cpu_ctx *c, const kiln_node *n, const kiln_tensor *const *in,
@@ -476,9 +486,7 @@ static kiln_status k_rope_multi(const cpu_ctx *c, const kiln_node *n, const kiln
     if (st) return st;
     int64_t T = in[0]->ne[0], W = in[0]->ne[1];
     if (out->data != in[0]->data) memcpy(out->data, in[0]->data, (size_t)(T * W) * sizeof(float));
-    rope_multi_job j = {.n = n, .in = in, .out = out, .chunks = chunks_for(c, T)};
-    atomic_init(&j.next, 0);
-    run(c, rope_multi_run, &j, 8.0 * (double)T * (double)W);
+    k_rows(c, kiln_ref_rope_multi_rows, n, in, out, 8);
     return KILN_OK;
 }
 
@@ -938,6 +946,16 @@ static kiln_status cpu_exec(void *ctx, const kiln_node *n, const kiln_tensor *co
         return k_attention(c, n, in, out);
     case KILN_OP_ROPE_MULTI:
         return k_rope_multi(c, n, in, out);
+    case KILN_OP_LAYER_NORM:
+        k_rows(c, kiln_ref_layer_norm_rows, n, in, out, 4);
+        return KILN_OK;
+    case KILN_OP_GELU:
+        k_rows(c, kiln_ref_gelu_rows, n, in, out, 16);
+        return KILN_OK;
+    case KILN_OP_MERGE_ROWS: /* row copies and a few weighted rows: ref's loops, */
+    case KILN_OP_FOLD_ROWS:  /* inline, so that they split no partition */
+    case KILN_OP_EMBED_BAG:
+        return kiln_ref_exec(NULL, n, in, out, scratch, scratch_bytes);
     case KILN_OP_ATTENTION_FULL: /* T queries over the same T keys, no mask */
         return attn_start(c, n, in, out, 0, in[0]->ne[0]);
     default: /* cpu_supports sends every other op elsewhere */
@@ -987,11 +1005,18 @@ static int cpu_supports(const kiln_module *m, const kiln_graph *g, const kiln_no
     case KILN_OP_ROPE:
         return in_dtype(g, n, 0) == KILN_F32 && n->iattr[KILN_ROPE_N_ROT] > 0 &&
                n->iattr[KILN_ROPE_N_ROT] <= 2 * ATTN_MAX_HD;
-    case KILN_OP_LAYER_NORM: /* the vision tower's cheap ops run on ref for now */
+    case KILN_OP_LAYER_NORM:
+        return in_dtype(g, n, 0) == KILN_F32 && in_dtype(g, n, 1) == KILN_F32 &&
+               in_dtype(g, n, 2) == KILN_F32;
     case KILN_OP_GELU:
+        return in_dtype(g, n, 0) == KILN_F32;
     case KILN_OP_MERGE_ROWS:
-    case KILN_OP_EMBED_BAG:
     case KILN_OP_FOLD_ROWS:
+        return in_dtype(g, n, 0) == KILN_F32;
+    case KILN_OP_EMBED_BAG: {
+        kiln_dtype t = in_dtype(g, n, 0);
+        return t == KILN_F32 || t == KILN_F16 || t == KILN_BF16;
+    }
     case KILN_OP_COUNT:
         return 0;
     default:

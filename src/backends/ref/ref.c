@@ -217,12 +217,12 @@ static kiln_status k_attention(const kiln_node *n, const kiln_tensor *const *in,
     return KILN_OK;
 }
 
-static kiln_status k_layer_norm(const kiln_node *n, const kiln_tensor *const *in,
-                                kiln_tensor *out) {
+void kiln_ref_layer_norm_rows(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                              int64_t t0, int64_t t1) {
     const float *x = in[0]->data, *w = in[1]->data, *b = in[2]->data;
     float *o = out->data;
-    int64_t T = in[0]->ne[0], D = in[0]->ne[1];
-    for (int64_t t = 0; t < T; t++) {
+    int64_t D = in[0]->ne[1];
+    for (int64_t t = t0; t < t1; t++) {
         const float *xr = x + t * D;
         float mean = 0.0f, var = 0.0f;
         for (int64_t j = 0; j < D; j++)
@@ -234,13 +234,21 @@ static kiln_status k_layer_norm(const kiln_node *n, const kiln_tensor *const *in
         for (int64_t j = 0; j < D; j++)
             o[t * D + j] = (xr[j] - mean) * inv * w[j] + b[j];
     }
-    return KILN_OK;
 }
 
 static float gelu(float v, int tanh_form) {
     if (tanh_form)
         return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
     return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
+}
+
+void kiln_ref_gelu_rows(const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out,
+                        int64_t t0, int64_t t1) {
+    const float *x = in[0]->data;
+    float *o = out->data;
+    int64_t D = in[0]->ne[1];
+    for (int64_t i = t0 * D; i < t1 * D; i++)
+        o[i] = gelu(x[i], n->iattr[KILN_GELU_TANH]);
 }
 
 static kiln_status k_merge_rows(const kiln_tensor *const *in, kiln_tensor *out) {
@@ -408,13 +416,11 @@ kiln_status kiln_ref_exec(void *ctx, const kiln_node *n, const kiln_tensor *cons
         return matmul_rows(x, out->ne[0], in[1], o, scratch);
     }
     case KILN_OP_LAYER_NORM:
-        return k_layer_norm(n, in, out);
-    case KILN_OP_GELU: {
-        const float *x = in[0]->data;
-        for (int64_t i = 0; i < elems; i++)
-            o[i] = gelu(x[i], n->iattr[KILN_GELU_TANH]);
+        kiln_ref_layer_norm_rows(n, in, out, 0, in[0]->ne[0]);
         return KILN_OK;
-    }
+    case KILN_OP_GELU:
+        kiln_ref_gelu_rows(n, in, out, 0, in[0]->ne[0]);
+        return KILN_OK;
     case KILN_OP_MERGE_ROWS:
         return k_merge_rows(in, out);
     case KILN_OP_EMBED_BAG:
