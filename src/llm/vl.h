@@ -33,4 +33,34 @@ kiln_status kiln_vl_rope_index(const int32_t *ids, int n, int32_t image_token,
                                const kiln_vl_grid *grids, int n_images, int merge, int32_t *pos,
                                int32_t *delta);
 
+/* ---- images: the Qwen2-VL / Qwen3-VL image processor -------------------- */
+
+/* The processor's settings (preprocessor_config.json or processor_config.json). */
+typedef struct kiln_vl_image_config {
+    int patch, merge, temporal_patch;
+    int64_t min_pixels, max_pixels; /* size.shortest_edge / longest_edge */
+    float rescale;                  /* 1/255 */
+    float mean[3], std[3];
+} kiln_vl_image_config;
+
+/* The processor's smart_resize: h x w -> *oh x *ow, multiples of factor,
+ * within min..max pixels, the aspect kept as near as can be.
+ * KILN_ERR_INVALID_ARG for a side < 1 or an aspect ratio over 200 (the
+ * processor's own limit), or a result past KILN_VL_MAX_SIDE. */
+#define KILN_VL_MAX_SIDE 65536
+kiln_status kiln_vl_target_size(int h, int w, int factor, int64_t min_pixels, int64_t max_pixels,
+                                int *oh, int *ow);
+
+/* PIL's bicubic resize (Image.resize(..., BICUBIC)) of an RGB image, h x w
+ * x 3 bytes, to oh x ow x 3: separable, antialiased when shrinking (the
+ * kernel widened by the scale), horizontal pass first into 8-bit rows,
+ * 22-bit fixed-point weights, as Pillow computes it. */
+kiln_status kiln_vl_resize_rgb(const uint8_t *src, int h, int w, uint8_t *dst, int oh, int ow);
+
+/* An RGB image already at a size of whole merged patches -> pixel_values
+ * [N, 3 x temporal_patch x patch^2] (rescaled, normalised; each frame the
+ * same image) in the processor's order, and its grid. */
+kiln_status kiln_vl_patchify(const uint8_t *rgb, int h, int w, const kiln_vl_image_config *c,
+                             float *pixels, kiln_vl_grid *grid);
+
 #endif
