@@ -39,8 +39,9 @@ SETTINGS = {
 }
 
 # (width, height): an upscale to the pixel floor, a mild resize, a strong
-# downscale (antialiased), a wide one past the pixel cap.
-SIZES = [(20, 13), (45, 30), (200, 150), (400, 37)]
+# downscale (antialiased), a wide one past the pixel cap, one wider and
+# shorter (Pillow then runs its vertical pass first).
+SIZES = [(20, 13), (45, 30), (200, 150), (400, 37), (60, 40)]
 
 
 def image(w, h, seed):

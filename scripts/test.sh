@@ -32,6 +32,14 @@ command -v clang >/dev/null || need+=(clang)
 command -v python3 >/dev/null || need+=(python3)
 command -v clang-format >/dev/null || need+=(clang-format)
 command -v ctags >/dev/null || need+=(universal-ctags)
+# images for `kiln generate --image` (tools/image.c): libpng and libjpeg-turbo
+command -v pkg-config >/dev/null || need+=(pkg-config)
+if command -v pkg-config >/dev/null; then
+  pkg-config --exists libpng || need+=(libpng-dev)
+  pkg-config --exists libjpeg || need+=(libjpeg-dev)
+else
+  need+=(libpng-dev libjpeg-dev)
+fi
 # kiln inspect --html is checked by rendering it in headless Chromium
 command -v chromium >/dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then

@@ -766,8 +766,9 @@ static st_entry *find_entry(st_entry *e, int n, const char *name) {
 static const char *vl_copy(const char *name, const char *from, const char *to) {
     const char *dir = new_dir(name);
     if (!dir) return NULL;
-    static const char *files[] = {"config.json", "generation_config.json", "model.safetensors"};
-    for (int i = 0; i < 3; i++)
+    static const char *files[] = {"config.json", "generation_config.json", "model.safetensors",
+                                  "preprocessor_config.json"};
+    for (int i = 0; i < 4; i++)
         if (copy_file(DATA "/qwen3vl_tiny_f32", dir, files[i])) return NULL;
     return edit_file(dir, "config.json", from, to) ? NULL : dir;
 }
@@ -797,6 +798,60 @@ TEST(vl_config_errors_name_the_key) {
     dir = vl_copy("vl_novision", "\"vision_config\"", "\"vision_config_\"");
     ASSERT(dir);
     EXPECT_IMPORT_ERROR(dir, KILN_ERR_FORMAT, "key 'vision_config' is missing");
+
+    /* the image processor's settings: what Kiln would do otherwise names
+     * the file and the key */
+    static const struct {
+        const char *name, *from, *to, *want;
+        kiln_status st;
+    } proc[] = {
+        {"pp_patch", "\"patch_size\": 8", "\"patch_size\": 16",
+         "pp_patch/preprocessor_config.json': key 'patch_size' does not match config.json's "
+         "vision_config (patch 8, merge 2, temporal patch 2)",
+         KILN_ERR_FORMAT},
+        {"pp_resample", "\"resample\": 3", "\"resample\": 2",
+         "key 'resample' is 2; Kiln resizes as PIL's BICUBIC (3) does", KILN_ERR_UNSUPPORTED},
+        {"pp_norm", "\"do_normalize\": true", "\"do_normalize\": false",
+         "key 'do_normalize' is false", KILN_ERR_UNSUPPORTED},
+        {"pp_key", "\"do_resize\": true", "\"do_resize\": true, \"do_pad\": true",
+         "key 'do_pad' is not one Kiln reads for the Qwen3-VL image processor",
+         KILN_ERR_UNSUPPORTED},
+        {"pp_range", "\"shortest_edge\": 1024", "\"shortest_edge\": 9000",
+         "the pixel floor 9000 (size.shortest_edge) is above the cap 4096", KILN_ERR_FORMAT},
+        {"pp_mean", "\"image_mean\": [", "\"image_mean\": [0.1, ",
+         "key 'image_mean' should be 3 numbers", KILN_ERR_FORMAT},
+        {"pp_std", "\"image_std\": [\n    0.5", "\"image_std\": [\n    0",
+         "key 'image_std' should be 3 numbers (R, G, B), each > 0", KILN_ERR_FORMAT},
+    };
+    for (size_t i = 0; i < sizeof proc / sizeof *proc; i++) {
+        dir = vl_copy(proc[i].name, "\"depth\": 3", "\"depth\": 3");
+        ASSERT(dir);
+        ASSERT_MSG(edit_file(dir, "preprocessor_config.json", proc[i].from, proc[i].to) == 0, "%s",
+                   proc[i].name);
+        EXPECT_IMPORT_ERROR(dir, proc[i].st, proc[i].want);
+    }
+    /* no processor settings at all; then transformers 5's processor_config
+     * json, which nests them under "image_processor" */
+    dir = vl_copy("pp_none", "\"depth\": 3", "\"depth\": 3");
+    ASSERT(dir);
+    char pp[1100], pc[1100];
+    snprintf(pp, sizeof pp, "%s/preprocessor_config.json", dir);
+    snprintf(pc, sizeof pc, "%s/processor_config.json", dir);
+    size_t n;
+    char *text = kt_read_file(pp, &n);
+    ASSERT(text && remove(pp) == 0);
+    EXPECT_IMPORT_ERROR(dir, KILN_ERR_IO,
+                        "pp_none/preprocessor_config.json' is missing (and processor_config.json)");
+    char *nested = malloc(n + 64);
+    int len =
+        snprintf(nested, n + 64,
+                 "{\"processor_class\": \"Qwen3VLProcessor\", \"image_processor\": %s}", text);
+    ASSERT(len > 0 && kt_write_file(pc, nested, (size_t)len) == 0);
+    ASSERT_OK(import_dir(dir));
+    ASSERT(kt_write_file(pc, "{\"image_processor\": 3}", 22) == 0);
+    EXPECT_IMPORT_ERROR(dir, KILN_ERR_FORMAT, "processor_config.json': key 'image_processor'");
+    free(nested);
+    free(text);
 }
 
 TEST(config_errors_name_file_and_key) {

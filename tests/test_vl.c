@@ -12,11 +12,13 @@
 #include "fixtures.h"
 #include "harness.h"
 #include "kiln/kiln.h"
+#include "kiln/kiln_compile.h"
 #include "kiln/kiln_llm.h"
 #include "llm/vl.h"
 
 #define TOL 1e-4
 #define DIR KILN_SOURCE_DIR "/tests/data/hf/qwen3vl_tiny_f32"
+#define WIDE KILN_SOURCE_DIR "/tests/data/hf/qwen3vl_2b_wide"
 #define MAX_IMAGES 4
 #define MAX_DS 4
 
@@ -36,7 +38,8 @@ typedef struct {
 
 typedef struct {
     int images[MAX_IMAGES], n_images;
-    array ids, position_ids, logits, decode_logits;
+    array ids, position_ids, logits, decode_logits; /* logits: every stride-th column */
+    int stride;
     int decode_tokens[16], decode_pos[16], n_decode;
     int image_token, rope_delta;
 } vl_case;
@@ -47,7 +50,11 @@ typedef struct {
     vl_case cs[4];
     int n_cases;
     int image_token;
+    int stride; /* logits hold every stride-th column of the vocabulary */
 } vl_oracle;
+
+/* where the oracle's files are (the tiny folder holds its weights too) */
+static const char *g_oracle = DIR;
 
 /* {"file": F, "shape": [..]} -> the file's bytes, checked against the shape */
 static int load_array(const kiln_json *o, size_t elem, array *a) {
@@ -60,7 +67,7 @@ static int load_array(const kiln_json *o, size_t elem, array *a) {
     for (size_t i = 0; i < sh->len; i++)
         want *= (size_t)(a->shape[i] = sh->items[i].i);
     char p[1024];
-    snprintf(p, sizeof p, "%s/%s", DIR, f->s);
+    snprintf(p, sizeof p, "%s/%s", g_oracle, f->s);
     size_t n;
     a->data = kt_read_file(p, &n);
     return a->data && n == want ? 0 : -1;
@@ -68,7 +75,9 @@ static int load_array(const kiln_json *o, size_t elem, array *a) {
 
 static int load_oracle(vl_oracle *o) {
     size_t n;
-    char *text = kt_read_file(DIR "/oracle.json", &n);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/oracle.json", g_oracle);
+    char *text = kt_read_file(path, &n);
     if (!text) return -1;
     kiln_json_doc doc;
     int rc = -1;
@@ -79,6 +88,8 @@ static int load_oracle(vl_oracle *o) {
     const kiln_json *tok = kiln_json_get(doc.root, "image_token_id");
     if (!ims || !cs || !tok || ims->len > MAX_IMAGES || cs->len > 4) goto done;
     o->image_token = (int)tok->i;
+    const kiln_json *stride = kiln_json_get(doc.root, "logit_stride");
+    o->stride = stride ? (int)stride->i : 1;
     o->n_images = (int)ims->len;
     for (int i = 0; i < o->n_images; i++) {
         const kiln_json *e = &ims->items[i], *ds = kiln_json_get(e, "deepstack");
@@ -120,6 +131,7 @@ static int load_oracle(vl_oracle *o) {
             c->decode_pos[s] = (int)kiln_json_get(&dec->items[s], "position")->i;
         }
         c->image_token = o->image_token;
+        c->stride = o->stride;
     }
     rc = 0;
 done:
@@ -212,18 +224,31 @@ static void free_encoded(encoded *e) {
         free(e->out[k]);
 }
 
+/* kt_rel_err of a full row of logits against the oracle's every stride-th
+ * column of it (n of them) */
+static double cols_err(const float *full, const float *ref, int n, int stride) {
+    if (stride == 1) return kt_rel_err(full, ref, n);
+    float *g = malloc((size_t)n * sizeof(float));
+    for (int j = 0; j < n; j++)
+        g[j] = full[(size_t)j * stride];
+    double e = kt_rel_err(g, ref, n);
+    free(g);
+    return e;
+}
+
 /* Prefill of a case in calls of at most `chunk` tokens (all positions'
  * logits), then its decode steps: worst errors against the oracle; the
  * prefill logits are kept in *rows (T x V) for comparisons across runs. */
 static kiln_status run_case(kiln_session *s, const vl_case *c, const encoded *enc, int chunk,
-                            double *worst_pre, double *worst_dec, float **rows) {
+                            double *worst_pre, double *worst_dec, float **rows, int *width) {
     const kiln_program *p = kiln_session_program(s);
     int pre, dec;
     kiln_status st;
     if ((st = kiln_program_find_method(p, "prefill", &pre)) ||
         (st = kiln_program_find_method(p, "decode", &dec)) || (st = kiln_session_reset(s)))
         return st;
-    int T = (int)c->ids.shape[0], V = (int)c->logits.shape[1], D = (int)enc[0].width;
+    int T = (int)c->ids.shape[0], Vs = (int)c->logits.shape[1], D = (int)enc[0].width;
+    int V = (Vs - 1) * c->stride + 1; /* at least; the program's row width below */
     int n_ds = enc[0].n_out - 1;
     const int32_t *ids = c->ids.data, *pid = c->position_ids.data; /* pid: [3, T] */
     float *vis = calloc((size_t)T * D, sizeof(float)), *ds[MAX_DS];
@@ -242,8 +267,8 @@ static kiln_status run_case(kiln_session *s, const vl_case *c, const encoded *en
                    (size_t)D * sizeof(float));
         if (++row == e->rows) row = 0, im++;
     }
-    *rows = malloc((size_t)T * V * sizeof(float));
     int32_t one = 1;
+    *rows = NULL;
     st = set(s, pre, "all_logits", &one, KILN_I32, 1, 1, 0);
     for (int done = 0; !st && done < T;) {
         int n = T - done < chunk ? T - done : chunk;
@@ -260,15 +285,25 @@ static kiln_status run_case(kiln_session *s, const vl_case *c, const encoded *en
             st = set(s, pre, nm, ds[k] + (size_t)done * D, KILN_F32, 2, n, D);
         }
         const void *out;
+        int64_t shape[KILN_MAX_DIMS];
+        int nd;
         if (st || (st = kiln_session_execute(s, pre)) ||
-            (st = kiln_session_get_output(s, pre, 0, &out, NULL, NULL, NULL)))
+            (st = kiln_session_get_output(s, pre, 0, &out, NULL, &nd, shape)))
             break;
+        if (!*rows) {
+            if (shape[nd - 1] < V) {
+                st = kiln_error(KILN_ERR_FORMAT, "logits of width %lld", (long long)shape[nd - 1]);
+                break;
+            }
+            *width = V = (int)shape[nd - 1];
+            *rows = malloc((size_t)T * V * sizeof(float));
+        }
         memcpy(*rows + (size_t)done * V, out, (size_t)n * V * sizeof(float));
         done += n;
     }
     for (int t = 0; !st && t < T; t++) {
-        double e =
-            kt_rel_err(*rows + (size_t)t * V, (const float *)c->logits.data + (size_t)t * V, V);
+        double e = cols_err(*rows + (size_t)t * V, (const float *)c->logits.data + (size_t)t * Vs,
+                            Vs, c->stride);
         if (e > *worst_pre) *worst_pre = e;
     }
     for (int k = 0; k < c->n_decode && !st; k++) {
@@ -281,7 +316,8 @@ static kiln_status run_case(kiln_session *s, const vl_case *c, const encoded *en
             (st = kiln_session_execute(s, dec)) ||
             (st = kiln_session_get_output(s, dec, 0, &out, NULL, NULL, NULL)))
             break;
-        double e = kt_rel_err(out, (const float *)c->decode_logits.data + (size_t)k * V, V);
+        double e =
+            cols_err(out, (const float *)c->decode_logits.data + (size_t)k * Vs, Vs, c->stride);
         if (e > *worst_dec) *worst_dec = e;
     }
     free(vis), free(mask), free(rp);
@@ -292,12 +328,18 @@ static kiln_status run_case(kiln_session *s, const vl_case *c, const encoded *en
 
 /* ---- tests ---------------------------------------------------------------------- */
 
-static void check_program(const char *backends) {
+/* The oracle in g_oracle against the folder `model` compiled for
+ * `backends` (NULL: cpu), weights as `quant` says (NULL: as stored). */
+static void check_program(const char *model, const char *backends, const char *quant) {
     vl_oracle o;
     ASSERT(load_oracle(&o) == 0);
     char prog[600];
     snprintf(prog, sizeof prog, "%s", kt_path(backends ? "vl_ref.kiln" : "vl.kiln"));
-    ASSERT(kt_compile_kv(DIR, NULL, prog, 64, 128, backends, "f32") == 0);
+    kiln_compile_options co;
+    kiln_compile_options_init(&co);
+    co.input = model, co.output = prog, co.prefill = 64, co.max_seq = 128;
+    co.backends = backends, co.kv_type = "f32", co.quant = quant;
+    ASSERT_OK(kiln_compile(&co));
     kiln_program *p;
     kiln_session *s;
     ASSERT_OK(kiln_program_open(prog, &p));
@@ -316,9 +358,10 @@ static void check_program(const char *backends) {
     for (int j = 0; j < o.n_cases; j++) {
         double wp = 0, wd = 0, wp2 = 0, wd2 = 0;
         float *whole, *chunked;
-        ASSERT_OK(run_case(s, &o.cs[j], enc, 64, &wp, &wd, &whole));
-        ASSERT_OK(run_case(s, &o.cs[j], enc, 7, &wp2, &wd2, &chunked));
-        size_t n = (size_t)o.cs[j].logits.shape[0] * (size_t)o.cs[j].logits.shape[1];
+        int V;
+        ASSERT_OK(run_case(s, &o.cs[j], enc, 64, &wp, &wd, &whole, &V));
+        ASSERT_OK(run_case(s, &o.cs[j], enc, 7, &wp2, &wd2, &chunked, &V));
+        size_t n = (size_t)o.cs[j].logits.shape[0] * (size_t)V;
         int same = !memcmp(whole, chunked, n * sizeof(float));
         printf("  case %d (%d image%s, %lld tokens): prefill %.3g, in chunks of 7 %.3g (%s), "
                "%d decode steps %.3g\n",
@@ -338,11 +381,25 @@ static void check_program(const char *backends) {
 }
 
 TEST(matches_transformers_on_cpu) {
-    check_program(NULL);
+    check_program(DIR, NULL, NULL);
 }
 
 TEST(matches_transformers_on_ref) {
-    check_program("ref");
+    check_program(DIR, "ref", NULL);
+}
+
+/* Qwen3-VL-2B-Instruct's widths, two layers each side or all of them
+ * (tests/data/hf/qwen3vl_2b_wide or _full, KILN_VL_WIDE_ORACLE: the oracle;
+ * the weights are tests/make_random_vl's, whose folder KILN_VL_WIDE names:
+ * tests/test_vl_wide.sh), on cpu in f32. */
+TEST(matches_transformers_at_2b_widths) {
+    const char *model = getenv("KILN_VL_WIDE"), *oracle = getenv("KILN_VL_WIDE_ORACLE");
+    if (!model || !*model)
+        SKIP("KILN_VL_WIDE (a make_random_vl folder) is unset: the slow tests vl_wide and "
+             "vl_full set it");
+    g_oracle = oracle && *oracle ? oracle : WIDE;
+    check_program(model, NULL, "f32");
+    g_oracle = DIR;
 }
 
 /* The kiln_llm image API on a case: each image encoded once, prefill in
@@ -369,11 +426,11 @@ static void llm_case(kiln_session *s, const kiln_llm *lm, kiln_llm_image *const 
     ASSERT_OK(kiln_llm_prefill_images(s, lm, ids + at, T - at, at, imgs + first_images,
                                       c->n_images - first_images, chunk, &delta, &last));
     ASSERT_EQ_I(delta, c->rope_delta);
-    double e = kt_rel_err(last, (const float *)c->logits.data + (size_t)(T - 1) * V, V);
+    double e = cols_err(last, (const float *)c->logits.data + (size_t)(T - 1) * V, V, c->stride);
     if (e > *worst) *worst = e;
     for (int k = 0; k < c->n_decode; k++) {
         ASSERT_OK(kiln_llm_decode_rope(s, lm, c->decode_tokens[k], T + k, delta, &last));
-        e = kt_rel_err(last, (const float *)c->decode_logits.data + (size_t)k * V, V);
+        e = cols_err(last, (const float *)c->decode_logits.data + (size_t)k * V, V, c->stride);
         if (e > *worst) *worst = e;
     }
 }
@@ -409,6 +466,33 @@ TEST(llm_image_api_matches_transformers) {
            "%.3g\n",
            worst);
     ASSERT(worst <= TOL);
+
+    /* photo.rgb through the folder's image processor (preprocessor_config
+     * json: 1024..4096 pixels, mean/std 0.5) and the tower: case 2, whose
+     * oracle prompted with photo.png through transformers' processor */
+    ASSERT(v->min_pixels == 1024 && v->max_pixels == 4096 && v->mean[1] == 0.5f &&
+           v->std[2] == 0.5f && fabs(v->rescale - 1 / 255.0) < 1e-9);
+    size_t n_rgb;
+    uint8_t *rgb = (uint8_t *)kt_read_file(DIR "/photo.rgb", &n_rgb);
+    ASSERT(rgb && n_rgb == 60 * 40 * 3);
+    kiln_llm_image *from_rgb[MAX_IMAGES] = {enc[0], enc[1], NULL};
+    ASSERT(o.n_cases == 3 && o.cs[2].images[0] == 2);
+    ASSERT_OK(kiln_llm_encode_rgb(s, lm, rgb, 40, 60, &from_rgb[2]));
+    int gt, gh, gw;
+    kiln_llm_image_grid(from_rgb[2], &gt, &gh, &gw);
+    ASSERT(gt == o.im[2].grid[0] && gh == o.im[2].grid[1] && gw == o.im[2].grid[2]);
+    double worst_rgb = 0;
+    llm_case(s, lm, from_rgb, &o.cs[2], 0, 0, &worst_rgb);
+    printf("  photo.rgb encoded from its pixels (grid %d x %d): case 2 within %.3g\n", gh, gw,
+           worst_rgb);
+    ASSERT(worst_rgb <= TOL);
+    kiln_llm_image *wide = NULL;
+    ASSERT_EQ_I(kiln_llm_encode_rgb(s, lm, rgb, 1, 201, &wide), KILN_ERR_INVALID_ARG);
+    ASSERT_CONTAINS(kiln_last_error(), "200");
+    ASSERT_EQ_I(kiln_llm_encode_rgb(s, lm, rgb, 0, 5, &wide), KILN_ERR_INVALID_ARG);
+    ASSERT(wide == NULL);
+    kiln_llm_image_free(from_rgb[2]);
+    free(rgb);
 
     /* wrong image counts and bad grids: clear errors */
     const vl_case *c = &o.cs[1]; /* two images */
@@ -478,8 +562,9 @@ TEST(methods_and_inputs) {
 TEST(host_tables_match_transformers) {
     vl_oracle o;
     ASSERT(load_oracle(&o) == 0);
-    kiln_vl_grid grids[MAX_IMAGES] = {{1, 8, 6}, {1, 4, 10}}; /* as the fixture's grid_thw */
+    kiln_vl_grid grids[MAX_IMAGES];
     for (int i = 0; i < o.n_images; i++) {
+        grids[i] = (kiln_vl_grid){o.im[i].grid[0], o.im[i].grid[1], o.im[i].grid[2]};
         int64_t N = o.im[i].pixels.shape[0];
         ASSERT_EQ_I(N, (int64_t)grids[i].t * grids[i].h * grids[i].w);
         int32_t *rp = malloc((size_t)N * 8), *idx = malloc((size_t)N * 16);
@@ -615,4 +700,4 @@ TEST(preprocessing_matches_transformers) {
 
 TEST_MAIN(preprocessing_matches_transformers, host_tables_match_transformers,
           matches_transformers_on_cpu, matches_transformers_on_ref,
-          llm_image_api_matches_transformers, methods_and_inputs)
+          matches_transformers_at_2b_widths, llm_image_api_matches_transformers, methods_and_inputs)

@@ -7,15 +7,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "devtools/devtools.h"
 #include "cli.h"
 #include "devtools/devtools.h"
+#include "image.h"
 #include "kiln/kiln_llm.h"
 
 typedef struct {
     const char *model, *prompt, *prompt_ids, *stats_json, *system, *chat_template, *trace;
     int chat, think, print_ids, no_stats;
-    kiln_cli_strs stop;
+    kiln_cli_strs stop, images;
     kiln_cli_sampling smp;
 } options;
 
@@ -28,6 +28,13 @@ static const kiln_cli_flag FLAGS[] = {
      .help = "prompt text; BOS is added where the tokenizer says so"},
     {KILN_CLI_STR, "--prompt-ids", "IDS", OPT(prompt_ids),
      .help = "prompt token ids, space- or comma-separated, used as given"},
+    {KILN_CLI_STRS, "--image", "FILE", OPT(images), .bits = KILN_CLI_NONEMPTY,
+     .help = "an image for a vision-language program (PNG, JPEG or\n"
+             "a uint8 .npy); repeatable. Without --chat the prompt\n"
+             "holds the model's image placeholder once per image,\n"
+             "in order (Qwen3-VL: <|vision_start|><|image_pad|>\n"
+             "<|vision_end|>), and each pad becomes the image's\n"
+             "tokens; with --chat the images lead the user turn"},
     {KILN_CLI_TABLE, NULL, NULL, OPT(smp), .table = kiln_cli_sampling_flags},
     {KILN_CLI_SET, "--ignore-eos", NULL, OPT(smp.gen.ignore_eos), .lo = 1,
      .help = "end tokens do not stop generation: they are kept and\n"
@@ -82,8 +89,9 @@ static const kiln_cli_command COMMAND = {
              "first token, prefill and decode speed, sampling time, peak RSS) go to\n"
              "stderr.\n"
              "\n"
-             "example:\n"
-             "  kiln generate -m stories.kiln -p \"Once upon a time\" -n 64 --temp 0\n",
+             "examples:\n"
+             "  kiln generate -m stories.kiln -p \"Once upon a time\" -n 64 --temp 0\n"
+             "  kiln generate -m qwen3vl.kiln --image cat.jpg --chat -p \"What is this?\"\n",
     .column = 23,
     .flags = FLAGS,
     .size = sizeof(options),
@@ -297,6 +305,51 @@ static int check_args(const options *o) {
     return 0;
 }
 
+/* A user turn with n images: the model's placeholder (vision start, image
+ * pad, vision end, as the tokenizer writes them) once per image, then the
+ * text, as Qwen3-VL's chat template renders a message whose content is
+ * the images and then the text. */
+static kiln_status image_turn(const kiln_program *prog, const kiln_tokenizer *tok, int n,
+                              const char *text, char **out) {
+    kiln_llm *lm;
+    kiln_status st = kiln_llm_bind(prog, &lm);
+    if (st) return st;
+    const kiln_llm_vision *v = kiln_llm_get_vision(lm);
+    char *pieces[3] = {NULL, NULL, NULL};
+    if (!v)
+        st = kiln_error(KILN_ERR_INVALID_ARG,
+                        "--image: the program has no vision encoder (no method 'encode_image')");
+    else {
+        const int32_t tid[3] = {v->vision_start, v->image_token, v->vision_end};
+        for (int k = 0; k < 3 && !st; k++) {
+            size_t l;
+            const char *t = kiln_tokenizer_decode(tok, -1, tid[k], &l);
+            if (!t || !l)
+                st = kiln_error(KILN_ERR_FORMAT, "the program's tokenizer has no text for id %d",
+                                tid[k]);
+            else if (!(pieces[k] = kiln_strndup(t, l)))
+                st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+        }
+    }
+    size_t len = strlen(text) + 1;
+    for (int k = 0; !st && k < 3; k++)
+        len += (size_t)n * strlen(pieces[k]);
+    char *s = st ? NULL : malloc(len);
+    if (!st && !s) st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+    if (!st) {
+        s[0] = 0;
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < 3; k++)
+                strcat(s, pieces[k]);
+        strcat(s, text);
+        *out = s;
+    }
+    for (int k = 0; k < 3; k++)
+        kiln_free(pieces[k]);
+    kiln_llm_free(lm);
+    return st;
+}
+
 /* The prompt's ids into *ids (malloc'd): --prompt-ids as given, or -p
  * rendered as a user turn (--chat) or encoded (BOS where the tokenizer adds
  * one). 0, or the exit code after the message. */
@@ -316,12 +369,16 @@ static int prompt_tokens(const options *o, const kiln_program *prog, const kiln_
         kiln_chat_format fmt;
         char *text = NULL;
         size_t len;
+        char *user = NULL;
         if (o->system) msgs[n_msgs++] = (kiln_chat_message){"system", o->system};
-        msgs[n_msgs++] = (kiln_chat_message){"user", o->prompt};
+        if (o->images.n && (st = image_turn(prog, tok, o->images.n, o->prompt, &user)))
+            return kiln_cli_fail(cmd, st);
+        msgs[n_msgs++] = (kiln_chat_message){"user", user ? user : o->prompt};
         if (!(st = kiln_cli_chat_format(prog, o->chat_template, &fmt)) &&
             !(st = kiln_chat_render(fmt, msgs, n_msgs, 1, o->think, &text, &len)))
             st = kiln_cli_chat_encode(tok, text, len, ids, n_ids);
         kiln_chat_free(text);
+        free(user);
         return st ? kiln_cli_fail(cmd, st) : 0;
     }
     size_t len = strlen(o->prompt);
@@ -329,6 +386,70 @@ static int prompt_tokens(const options *o, const kiln_program *prog, const kiln_
     if (!(*ids = malloc(sizeof **ids * (size_t)cap))) return kiln_cli_fail(cmd, KILN_ERR_NOMEM);
     st = kiln_tokenizer_encode(tok, o->prompt, len, 1, *ids, cap, n_ids);
     return st ? kiln_cli_fail(cmd, st) : 0;
+}
+
+/* Loads and encodes each --image (in order) into imgs[], and replaces the
+ * prompt's image pads, one per image, by that image's run of tokens. */
+static kiln_status attach_images(const options *o, kiln_session *sess, int32_t **ids, int *n_ids,
+                                 kiln_llm_image **imgs) {
+    kiln_llm *lm;
+    kiln_status st = kiln_llm_bind(kiln_session_program(sess), &lm);
+    if (st) return st;
+    const kiln_llm_vision *v = kiln_llm_get_vision(lm);
+    int pads = 0;
+    for (int i = 0; v && i < *n_ids; i++)
+        pads += (*ids)[i] == v->image_token;
+    if (!v)
+        st = kiln_error(KILN_ERR_INVALID_ARG,
+                        "--image: the program has no vision encoder (no method 'encode_image')");
+    else if (pads != o->images.n)
+        st = kiln_error(KILN_ERR_INVALID_ARG,
+                        "the prompt holds %d image placeholder%s (image pad, id %d) for %d "
+                        "--image file%s: give one per image, in order",
+                        pads, pads == 1 ? "" : "s", v->image_token, o->images.n,
+                        o->images.n == 1 ? "" : "s");
+    int64_t total = *n_ids - pads;
+    for (int k = 0; !st && k < o->images.n; k++) {
+        uint8_t *rgb;
+        int h, w, gt, gh, gw;
+        double t0 = now_ms();
+        if ((st = kiln_image_load(o->images.v[k], &rgb, &h, &w))) break;
+        st = kiln_llm_encode_rgb(sess, lm, rgb, h, w, &imgs[k]);
+        kiln_image_free(rgb);
+        if (st) {
+            st = kiln_error_wrap(st, "image '%s'", o->images.v[k]);
+            break;
+        }
+        kiln_llm_image_grid(imgs[k], &gt, &gh, &gw);
+        total += kiln_llm_image_tokens(imgs[k]);
+        if (!o->no_stats)
+            fprintf(stderr,
+                    "kiln generate: image %d '%s': %d x %d pixels, resized to %d x %d, %d "
+                    "tokens, encoded in %.1f ms\n",
+                    k + 1, o->images.v[k], w, h, gw * v->patch, gh * v->patch,
+                    kiln_llm_image_tokens(imgs[k]), now_ms() - t0);
+    }
+    int32_t *out = NULL;
+    if (!st && total > INT32_MAX / 2)
+        st = kiln_error(KILN_ERR_INVALID_ARG, "the prompt with its images is too long");
+    if (!st && !(out = malloc(sizeof *out * (size_t)total)))
+        st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+    if (!st) {
+        int n = 0, k = 0;
+        for (int i = 0; i < *n_ids; i++) {
+            if ((*ids)[i] != v->image_token) {
+                out[n++] = (*ids)[i];
+                continue;
+            }
+            for (int j = 0; j < kiln_llm_image_tokens(imgs[k]); j++)
+                out[n++] = v->image_token;
+            k++;
+        }
+        free(*ids);
+        *ids = out, *n_ids = n;
+    }
+    kiln_llm_free(lm);
+    return st;
 }
 
 /* Echoes the prompt in text mode as decoded from its tokens (llama2.c: as
@@ -414,6 +535,7 @@ int kiln_cmd_generate(int argc, char **argv) {
     kiln_trace *trace = NULL;
     int32_t *ids = NULL;
     int n_ids = 0, print_ids = opt.print_ids, ctx = 0;
+    kiln_llm_image *imgs[sizeof opt.images.v / sizeof *opt.images.v] = {NULL};
     printer pr = {NULL, NULL, -1, print_ids, 0, 0, 0, opt.stop.v, opt.stop.n, NULL, 0, 0};
     double load_t0 = now_ms();
     kiln_status st = kiln_program_open_with(opt.model, &opt.smp.open, &prog);
@@ -432,15 +554,28 @@ int kiln_cmd_generate(int argc, char **argv) {
         (st = kiln_session_create(prog, &sess)))
         goto fail;
     double load_ms = now_ms() - load_t0;
-    if ((opt.trace &&
-         ((st = kiln_trace_create(&trace)) || (st = kiln_session_set_trace(sess, trace)))) ||
-        (st = kiln_generate_check(prog, ids, n_ids, &o)) ||
-        (st = check_room(prog, n_ids, o.n_predict, &ctx)))
+    if (opt.trace &&
+        ((st = kiln_trace_create(&trace)) || (st = kiln_session_set_trace(sess, trace))))
         goto fail;
-    if (!print_ids && !opt.chat) echo_prompt(&pr, ids, n_ids, runc); /* tok is set: text mode */
+    /* text mode echoes the prompt as written, an image's pad once */
+    int32_t *echo = NULL;
+    int n_echo = n_ids;
+    if (!print_ids && !opt.chat && !(echo = malloc(sizeof *echo * (size_t)n_ids))) {
+        st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if (echo) memcpy(echo, ids, sizeof *echo * (size_t)n_ids);
+    if ((opt.images.n && (st = attach_images(&opt, sess, &ids, &n_ids, imgs))) ||
+        (st = kiln_generate_check(prog, ids, n_ids, &o)) ||
+        (st = check_room(prog, n_ids, o.n_predict, &ctx))) {
+        free(echo);
+        goto fail;
+    }
+    if (echo) echo_prompt(&pr, echo, n_echo, runc); /* tok is set: text mode */
+    free(echo);
     kiln_generate_result res;
     pr.generating = 1;
-    st = kiln_generate(sess, ids, n_ids, &o, &res);
+    st = kiln_generate_images(sess, ids, n_ids, 0, imgs, opt.images.n, NULL, &o, &res);
     if (trace) kiln_trace_set_positions(trace, st ? 0 : res.n_prompt + res.n_generated);
     if (st) {
         if (!print_ids) kiln_cli_flush();
@@ -456,6 +591,8 @@ fail:
 done:
     if (trace) rc = finish_trace(&opt, trace, sess, rc);
     free(pr.held);
+    for (int k = 0; k < opt.images.n; k++)
+        kiln_llm_image_free(imgs[k]);
     kiln_detokenizer_free(pr.detok);
     free(ids);
     kiln_tokenizer_free(tok);

@@ -201,6 +201,9 @@ KILN_API kiln_status kiln_program_meta_int(const kiln_program *program, const ch
  * is missing or not an integer array. */
 KILN_API kiln_status kiln_program_meta_ints(const kiln_program *program, const char *key,
                                             const int64_t **values, int *n);
+/* The same for a float-array entry (e.g. "vision.image_normalize"). */
+KILN_API kiln_status kiln_program_meta_floats(const kiln_program *program, const char *key,
+                                              const double **values, int *n);
 
 /* ---- sessions ----------------------------------------------------------- */
 

@@ -240,6 +240,13 @@ typedef struct kiln_llm_vision {
     int32_t image_token, vision_start, vision_end;
     int n_embd;      /* width of a visual token */
     int n_deepstack; /* features per visual token added into the first text layers */
+    /* The image processor (the checkpoint's preprocessor_config.json), as
+     * kiln_llm_encode_rgb applies it: an image is resized to multiples of
+     * patch x merge within min_pixels..max_pixels (max_pixels here is also
+     * capped at what max_patches allows), then each value x becomes
+     * (x * rescale - mean[c]) / std[c]. */
+    int64_t min_pixels, max_pixels;
+    float rescale, mean[3], std[3];
 } kiln_llm_vision;
 
 /* Borrowed, lives as long as the handle; NULL for a text-only program. */
@@ -257,6 +264,16 @@ typedef struct kiln_llm_image kiln_llm_image;
 KILN_API kiln_status kiln_llm_encode_image(kiln_session *session, const kiln_llm *llm,
                                            const float *pixels, int grid_t, int grid_h, int grid_w,
                                            kiln_llm_image **out);
+/* An 8-bit RGB image, h x w x 3 bytes row by row, through the image
+ * processor (kiln_llm_vision: resize, rescale, normalise, patchify, as
+ * transformers' Qwen2-VL/Qwen3-VL processor does it) and encode_image.
+ * KILN_ERR_INVALID_ARG for a side < 1, an aspect ratio over 200 (the
+ * processor refuses those too) or a text-only program. */
+KILN_API kiln_status kiln_llm_encode_rgb(kiln_session *session, const kiln_llm *llm,
+                                         const uint8_t *rgb, int h, int w, kiln_llm_image **out);
+/* The grid it was encoded at, in patches. */
+KILN_API void kiln_llm_image_grid(const kiln_llm_image *image, int *grid_t, int *grid_h,
+                                  int *grid_w);
 /* The image tokens it takes in a prompt: grid_t grid_h grid_w / merge^2. */
 KILN_API int kiln_llm_image_tokens(const kiln_llm_image *image);
 KILN_API void kiln_llm_image_free(kiln_llm_image *image); /* NULL is a no-op */
@@ -366,6 +383,20 @@ KILN_API kiln_status kiln_generate_continue(kiln_session *session, const int32_t
                                             int n_new, int start_pos,
                                             const kiln_generate_options *options,
                                             kiln_generate_result *result);
+
+/* kiln_generate_continue for a prompt holding images (a vision-language
+ * program): ids[0..n_prompt) hold images[0..n_images) as runs of
+ * image_token, in order (kiln_llm_prefill_images), and decode carries the
+ * rope delta. *rope_delta holds on entry the delta the cache rows before
+ * start_pos left (ignored when start_pos is 0) and on return the one after
+ * this prompt (generated tokens do not change it); NULL when the caller
+ * keeps none (a fresh prompt). n_images 0 and rope_delta NULL is
+ * kiln_generate_continue. */
+KILN_API kiln_status kiln_generate_images(kiln_session *session, const int32_t *prompt,
+                                          int n_prompt, int start_pos,
+                                          kiln_llm_image *const *images, int n_images,
+                                          int *rope_delta, const kiln_generate_options *options,
+                                          kiln_generate_result *result);
 
 /* The checks kiln_generate makes before any work (the prompt fits the
  * context, ids, options), so a caller can validate before printing

@@ -14,6 +14,7 @@
 #include "import/import.h"
 #include "import/safetensors.h"
 #include "ir/ops.h"
+#include "llm/vl.h"
 
 #define MAX_META_FILE ((size_t)64 << 20) /* the program reader's limit on one metadata string */
 
@@ -410,6 +411,21 @@ static kiln_status add_vision_tensor(kiln_module *m, const kiln_st_tensor *t,
 
 /* Qwen3-VL's vision_config. Every key that changes what the tower computes
  * is read; a value Kiln does not build is an error naming the key. */
+/* Every key of object o is one of known[0..n): else an error naming the
+ * first other key and what (`part`) Kiln reads it for. */
+static kiln_status only_known_keys(const kiln_json *o, const char *what, const char *const *known,
+                                   size_t n, const char *part) {
+    for (size_t i = 0; i < o->len; i++) {
+        size_t k = 0;
+        while (k < n && strcmp(known[k], o->keys[i].s))
+            k++;
+        if (k == n)
+            return kiln_error(KILN_ERR_UNSUPPORTED, "%s: key '%.80s' is not one Kiln reads for %s",
+                              what, o->keys[i].s, part);
+    }
+    return KILN_OK;
+}
+
 static kiln_status read_vision(const kiln_json *o, const char *what, kiln_vision_config *v) {
     const int MAX = 1 << 30;
     kiln_status st;
@@ -489,18 +505,158 @@ static kiln_status read_vision(const kiln_json *o, const char *what, kiln_vision
                                         "dtype",
                                         "torch_dtype",
                                         "_name_or_path"};
-    for (size_t i = 0; i < o->len; i++) {
-        size_t k = 0;
-        while (k < sizeof known / sizeof *known && strcmp(known[k], o->keys[i].s))
-            k++;
-        if (k == sizeof known / sizeof *known)
-            return kiln_error(KILN_ERR_UNSUPPORTED,
-                              "%s: key '%.80s' is not one Kiln reads for the Qwen3-VL vision "
-                              "tower",
-                              what, o->keys[i].s);
-    }
+    if ((st = only_known_keys(o, what, known, sizeof known / sizeof *known,
+                              "the Qwen3-VL vision tower")))
+        return st;
     v->max_patches = KILN_VISION_MAX_PATCHES;
     return KILN_OK;
+}
+
+/* A member that must be an array of 3 numbers, each > 0 when `positive`. */
+static kiln_status get_rgb(const kiln_json *o, const char *what, const char *key, int positive,
+                           float out[3]) {
+    const kiln_json *a;
+    kiln_status st = kiln_json_get_arr(o, what, key, 0, &a);
+    if (st || !a) return st;
+    for (size_t i = 0; i < a->len && a->len == 3; i++)
+        if (a->items[i].type != KILN_JSON_NUMBER || (positive && !(a->items[i].num > 0))) goto bad;
+    if (a->len != 3) goto bad;
+    for (int i = 0; i < 3; i++)
+        out[i] = (float)a->items[i].num;
+    return KILN_OK;
+bad:
+    return kiln_error(KILN_ERR_FORMAT, "%s: key '%s' should be 3 numbers (R, G, B)%s", what, key,
+                      positive ? ", each > 0" : "");
+}
+
+/* A processor switch that must be on (or absent): Kiln always does it. */
+static kiln_status must_be_true(const kiln_json *o, const char *what, const char *key) {
+    int b = 1;
+    kiln_status st = kiln_json_get_bool(o, what, key, 0, &b);
+    if (st) return st;
+    if (!b)
+        return kiln_error(KILN_ERR_UNSUPPORTED,
+                          "%s: key '%s' is false; Kiln's image processor always does this step",
+                          what, key);
+    return KILN_OK;
+}
+
+/* The image processor's settings (Qwen2VLImageProcessor, as Qwen3-VL uses
+ * it): preprocessor_config.json, or processor_config.json's
+ * "image_processor" (transformers 5 writes that one). Patch sizes must
+ * match the tower's; anything else Kiln would not do is an error naming
+ * the key. */
+static kiln_status read_processor(const char *dir, kiln_vision_config *v) {
+    jfile f;
+    const kiln_json *o;
+    char what[700];
+    kiln_status st = jfile_open(&f, dir, "preprocessor_config.json", 0, 1);
+    if (st) goto done;
+    if (f.found) {
+        o = f.doc.root;
+        snprintf(what, sizeof what, "%s", f.what);
+    } else {
+        jfile_close(&f);
+        if ((st = jfile_open(&f, dir, "processor_config.json", 0, 1))) goto done;
+        if (!f.found) {
+            char name[700];
+            name_in_dir(name, sizeof name, dir, "preprocessor_config.json");
+            st = kiln_error(KILN_ERR_IO,
+                            "%s is missing (and processor_config.json): a Qwen3-VL folder needs "
+                            "its image processor's settings",
+                            name);
+            goto done;
+        }
+        if ((st = kiln_json_get_obj(f.doc.root, f.what, "image_processor", 1, &o))) goto done;
+        snprintf(what, sizeof what, "%s: image_processor", f.what);
+    }
+    int patch = v->patch, merge = v->merge, tp = v->temporal_patch, resample = 3;
+    if ((st = get_int(o, what, "patch_size", 0, 1, 64, &patch)) ||
+        (st = get_int(o, what, "merge_size", 0, 1, 8, &merge)) ||
+        (st = get_int(o, what, "temporal_patch_size", 0, 1, 16, &tp)) ||
+        (st = get_int(o, what, "resample", 0, 0, 5, &resample)))
+        goto done;
+    const char *pkey = patch != v->patch         ? "patch_size"
+                       : merge != v->merge       ? "merge_size"
+                       : tp != v->temporal_patch ? "temporal_patch_size"
+                                                 : NULL;
+    if (pkey) {
+        st = kiln_error(KILN_ERR_FORMAT,
+                        "%s: key '%s' does not match config.json's vision_config (patch %d, "
+                        "merge %d, temporal patch %d)",
+                        what, pkey, v->patch, v->merge, v->temporal_patch);
+        goto done;
+    }
+    if (resample != 3) {
+        st = kiln_error(KILN_ERR_UNSUPPORTED,
+                        "%s: key 'resample' is %d; Kiln resizes as PIL's BICUBIC (3) does", what,
+                        resample);
+        goto done;
+    }
+    /* Qwen3-VL's published settings, for the keys a folder leaves out */
+    v->min_pixels = 65536, v->max_pixels = 16777216, v->rescale = 1.0f / 255.0f;
+    for (int c = 0; c < 3; c++)
+        v->mean[c] = 0.5f, v->std[c] = 0.5f;
+    const kiln_json *size = NULL;
+    int64_t lo = v->min_pixels, hi = v->max_pixels;
+    const int64_t CAP = (int64_t)KILN_VL_MAX_SIDE * KILN_VL_MAX_SIDE;
+    if ((st = kiln_json_get_obj(o, what, "size", 0, &size))) goto done;
+    if (size) {
+        char swhat[760];
+        snprintf(swhat, sizeof swhat, "%s: size", what);
+        if ((st = kiln_json_get_i64(size, swhat, "shortest_edge", 1, 1, CAP, &lo)) ||
+            (st = kiln_json_get_i64(size, swhat, "longest_edge", 1, 1, CAP, &hi)))
+            goto done;
+    } else if ((st = kiln_json_get_i64(o, what, "min_pixels", 0, 1, CAP, &lo)) ||
+               (st = kiln_json_get_i64(o, what, "max_pixels", 0, 1, CAP, &hi)))
+        goto done;
+    if (lo > hi) {
+        st = kiln_error(KILN_ERR_FORMAT,
+                        "%s: the pixel floor %lld (size.shortest_edge) is above the cap %lld "
+                        "(size.longest_edge)",
+                        what, (long long)lo, (long long)hi);
+        goto done;
+    }
+    v->min_pixels = lo, v->max_pixels = hi;
+    double rescale = v->rescale;
+    if ((st = kiln_json_get_num(o, what, "rescale_factor", 0, &rescale)) ||
+        (st = get_rgb(o, what, "image_mean", 0, v->mean)) ||
+        (st = get_rgb(o, what, "image_std", 1, v->std)) ||
+        (st = must_be_true(o, what, "do_resize")) || (st = must_be_true(o, what, "do_rescale")) ||
+        (st = must_be_true(o, what, "do_normalize")) ||
+        (st = must_be_true(o, what, "do_convert_rgb")))
+        goto done;
+    if (!(rescale > 0)) {
+        st = kiln_error(KILN_ERR_FORMAT, "%s: key 'rescale_factor' should be > 0", what);
+        goto done;
+    }
+    v->rescale = (float)rescale;
+    static const char *const known[] = {"patch_size",
+                                        "merge_size",
+                                        "temporal_patch_size",
+                                        "resample",
+                                        "size",
+                                        "min_pixels",
+                                        "max_pixels",
+                                        "rescale_factor",
+                                        "image_mean",
+                                        "image_std",
+                                        "do_resize",
+                                        "do_rescale",
+                                        "do_normalize",
+                                        "do_convert_rgb",
+                                        "processor_class",
+                                        "image_processor_type",
+                                        "data_format",
+                                        "input_data_format",
+                                        "return_tensors",
+                                        "device",
+                                        "disable_grouping"};
+    st = only_known_keys(o, what, known, sizeof known / sizeof *known,
+                         "the Qwen3-VL image processor");
+done:
+    jfile_close(&f);
+    return st;
 }
 
 static kiln_status read_config(const jfile *f, kiln_llama_config *c, float **freqs) {
@@ -767,6 +923,7 @@ kiln_status kiln_hf_import(kiln_import *imp, const char *dir, kiln_module *m) {
     if (!c->tied_output && !kiln_safetensors_find(&sf, "lm_head.weight")) c->tied_output = 1;
     /* Shapes are checked below against these before any cast can bite. */
     if ((st = kiln_llama_check(c, cfgf.what))) goto done;
+    if (c->vision.depth && (st = read_processor(dir, &c->vision))) goto done;
 
     for (size_t i = 0; i < sf.n_tensors; i++) {
         const kiln_st_tensor *t = &sf.tensors[i];

@@ -59,9 +59,11 @@ kiln_status kiln_generate_check(const kiln_program *p, const int32_t *prompt, in
     return st;
 }
 
-kiln_status kiln_generate_continue(kiln_session *s, const int32_t *prompt, int n_prompt, int start,
-                                   const kiln_generate_options *o, kiln_generate_result *res) {
+kiln_status kiln_generate_images(kiln_session *s, const int32_t *prompt, int n_prompt, int start,
+                                 kiln_llm_image *const *images, int n_images, int *rope_delta,
+                                 const kiln_generate_options *o, kiln_generate_result *res) {
     memset(res, 0, sizeof *res);
+    int delta = rope_delta && start > 0 ? *rope_delta : 0;
     kiln_llm *lm;
     kiln_status st = kiln_llm_bind(kiln_session_program(s), &lm);
     if (st) return st;
@@ -94,7 +96,10 @@ kiln_status kiln_generate_continue(kiln_session *s, const int32_t *prompt, int n
     if (start == 0 && (st = kiln_session_reset(s))) goto done;
     double t0 = kiln_now_ms();
     const float *logits;
-    if ((st = kiln_llm_prefill(s, lm, prompt, n_prompt, start, 0, &logits))) goto done;
+    if ((st = kiln_llm_prefill_images(s, lm, prompt, n_prompt, start, images, n_images, 0, &delta,
+                                      &logits)))
+        goto done;
+    if (rope_delta) *rope_delta = delta;
     res->n_prompt = n_prompt;
     double t1 = kiln_now_ms();
     res->prefill_ms = t1 - t0;
@@ -118,7 +123,7 @@ kiln_status kiln_generate_continue(kiln_session *s, const int32_t *prompt, int n
         if (o->on_token && o->on_token(o->user, next)) break;
         if (res->n_generated == limit || pos >= ctx)
             break; /* the last token needs no forward pass */
-        if ((st = kiln_llm_decode(s, lm, next, pos, &logits))) goto done;
+        if ((st = kiln_llm_decode_rope(s, lm, next, pos, delta, &logits))) goto done;
         pos++;
         res->n_past = pos;
     }
@@ -131,6 +136,11 @@ done:
     kiln_sampler_free(&smp);
     kiln_llm_free(lm);
     return st;
+}
+
+kiln_status kiln_generate_continue(kiln_session *s, const int32_t *prompt, int n_prompt, int start,
+                                   const kiln_generate_options *o, kiln_generate_result *res) {
+    return kiln_generate_images(s, prompt, n_prompt, start, NULL, 0, NULL, o, res);
 }
 
 kiln_status kiln_generate(kiln_session *s, const int32_t *prompt, int n_prompt,

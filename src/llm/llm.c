@@ -157,7 +157,7 @@ static const char *const ds_names[MAX_DS] = {"deepstack.0", "deepstack.1", "deep
  * (pixels, rope_pos, interp_idx, interp_w in; visual, deepstack.K out). */
 static kiln_status bind_vision(const kiln_program *p, kiln_llm *lm, int embd) {
     kiln_llm_vision *v = &lm->vis;
-    int n_pos, image, start, end, n_ds = 0;
+    int n_pos = 0, image = 0, start = 0, end = 0, n_ds = 0;
     kiln_status st;
     if ((st = meta_positive(p, "vision.patch_size", &v->patch)) ||
         (st = meta_positive(p, "vision.temporal_patch_size", &v->temporal_patch)) ||
@@ -183,6 +183,23 @@ static kiln_status bind_vision(const kiln_program *p, kiln_llm *lm, int embd) {
                           n_pos, image, start, end);
     v->image_token = image, v->vision_start = start, v->vision_end = end;
     v->n_embd = embd, v->n_deepstack = n_ds;
+    /* the image processor: pixel range, then [rescale, mean RGB, std RGB] */
+    const int64_t *range;
+    const double *norm;
+    int n_range, n_norm;
+    if (kiln_program_meta_ints(p, "vision.image_pixels", &range, &n_range) || n_range != 2 ||
+        range[0] < 1 || range[0] > range[1] ||
+        kiln_program_meta_floats(p, "vision.image_normalize", &norm, &n_norm) || n_norm != 7 ||
+        !(norm[0] > 0) || !(norm[4] > 0) || !(norm[5] > 0) || !(norm[6] > 0))
+        return kiln_error(KILN_ERR_FORMAT,
+                          "not a vision program: no image processor settings (metadata "
+                          "'vision.image_pixels' and 'vision.image_normalize')");
+    int64_t cap = (int64_t)v->max_patches * v->patch * v->patch; /* an image is t = 1 */
+    v->max_pixels = range[1] < cap ? range[1] : cap;
+    v->min_pixels = range[0] < v->max_pixels ? range[0] : v->max_pixels;
+    v->rescale = (float)norm[0];
+    for (int c = 0; c < 3; c++)
+        v->mean[c] = (float)norm[1 + c], v->std[c] = (float)norm[4 + c];
     encode_binding *e = &lm->enc;
     e->side = side;
     if (kiln_program_find_method(p, "encode_image", &e->method))
@@ -620,6 +637,10 @@ int kiln_llm_encode_method(const kiln_llm *lm) {
     return lm->has_vision ? lm->enc.method : -1;
 }
 
+void kiln_llm_image_grid(const kiln_llm_image *im, int *t, int *h, int *w) {
+    *t = im->grid.t, *h = im->grid.h, *w = im->grid.w;
+}
+
 int kiln_llm_image_tokens(const kiln_llm_image *im) {
     return im ? im->n_tokens : 0;
 }
@@ -710,4 +731,38 @@ kiln_status kiln_llm_encode_image(kiln_session *s, const kiln_llm *lm, const flo
     }
     *out = im;
     return KILN_OK;
+}
+
+kiln_status kiln_llm_encode_rgb(kiln_session *s, const kiln_llm *lm, const uint8_t *rgb, int h,
+                                int w, kiln_llm_image **out) {
+    *out = NULL;
+    if (!lm->has_vision)
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "the program has no vision encoder (no method 'encode_image')");
+    if (!rgb) return kiln_error(KILN_ERR_INVALID_ARG, "kiln_llm_encode_rgb: no pixels");
+    const kiln_llm_vision *v = &lm->vis;
+    kiln_vl_image_config c = {
+        v->patch, v->merge, v->temporal_patch, v->min_pixels, v->max_pixels, v->rescale, {0}, {0}};
+    for (int k = 0; k < 3; k++)
+        c.mean[k] = v->mean[k], c.std[k] = v->std[k];
+    if (v->channels != 3)
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "the program's vision tower takes %d channels, not RGB", v->channels);
+    int oh, ow;
+    kiln_status st =
+        kiln_vl_target_size(h, w, v->patch * v->merge, c.min_pixels, c.max_pixels, &oh, &ow);
+    if (st) return st;
+    size_t n = (size_t)oh * (size_t)ow; /* within max_pixels, so within max_patches */
+    size_t row = (size_t)3 * v->temporal_patch * v->patch * v->patch;
+    uint8_t *sized = kiln_malloc(n * 3);
+    float *pix = kiln_malloc(sizeof *pix * n / ((size_t)v->patch * v->patch) * row);
+    kiln_vl_grid g;
+    if (!sized || !pix)
+        st = kiln_error(KILN_ERR_NOMEM, "out of memory for a %d x %d image", oh, ow);
+    else if (!(st = kiln_vl_resize_rgb(rgb, h, w, sized, oh, ow)) &&
+             !(st = kiln_vl_patchify(sized, oh, ow, &c, pix, &g)))
+        st = kiln_llm_encode_image(s, lm, pix, g.t, g.h, g.w, out);
+    kiln_free(sized);
+    kiln_free(pix);
+    return st;
 }

@@ -182,40 +182,47 @@ static uint8_t clip8(int64_t v) {
     return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
+/* One pass over an h x w RGB image: along the rows (horizontal, to ow
+ * columns) or the columns (vertical, to oh rows), 8-bit out. */
+static void resample_pass(const uint8_t *src, int w, uint8_t *dst, int oh, int ow, int vertical,
+                          const int *bound, const int32_t *k, int ksize) {
+    for (int y = 0; y < oh; y++)
+        for (int x = 0; x < ow; x++) {
+            int o = vertical ? y : x;
+            const int32_t *kk = k + (size_t)o * (size_t)ksize;
+            size_t first = vertical ? ((size_t)bound[2 * o] * (size_t)w + (size_t)x) * 3
+                                    : ((size_t)y * (size_t)w + (size_t)bound[2 * o]) * 3;
+            size_t step = vertical ? (size_t)w * 3 : 3;
+            for (int c = 0; c < 3; c++) {
+                int64_t ss = 1 << (RS_BITS - 1);
+                const uint8_t *in = src + first + (size_t)c;
+                for (int t = 0; t < bound[2 * o + 1]; t++)
+                    ss += (int64_t)in[(size_t)t * step] * kk[t];
+                dst[((size_t)y * (size_t)ow + (size_t)x) * 3 + (size_t)c] = clip8(ss);
+            }
+        }
+}
+
 kiln_status kiln_vl_resize_rgb(const uint8_t *src, int h, int w, uint8_t *dst, int oh, int ow) {
     if (h < 1 || w < 1 || oh < 1 || ow < 1)
         return kiln_error(KILN_ERR_INVALID_ARG, "resize %d x %d -> %d x %d", w, h, ow, oh);
+    /* Pillow shrinks first: the vertical pass leads when it alone shrinks
+     * (wider and shorter); otherwise the horizontal one */
+    int v_first = ow > w && oh < h;
     int *bx = NULL, *by = NULL, kx, ky;
     int32_t *wx = NULL, *wy = NULL;
-    uint8_t *tmp = kiln_malloc((size_t)h * (size_t)ow * 3);
+    size_t mid = v_first ? (size_t)oh * (size_t)w : (size_t)h * (size_t)ow;
+    uint8_t *tmp = kiln_malloc(mid * 3);
     kiln_status st = tmp ? resample_coeffs(w, ow, &bx, &wx, &kx)
                          : kiln_error(KILN_ERR_NOMEM, "out of memory for a %d x %d image", ow, h);
     if (!st) st = resample_coeffs(h, oh, &by, &wy, &ky);
     if (st) goto done;
-    /* horizontal: every row to ow columns (8-bit, as Pillow's first pass) */
-    for (int y = 0; y < h; y++)
-        for (int o = 0; o < ow; o++) {
-            const int32_t *kk = wx + (size_t)o * (size_t)kx;
-            const uint8_t *in = src + ((size_t)y * (size_t)w + (size_t)bx[2 * o]) * 3;
-            for (int c = 0; c < 3; c++) {
-                int64_t ss = 1 << (RS_BITS - 1);
-                for (int x = 0; x < bx[2 * o + 1]; x++)
-                    ss += (int64_t)in[3 * x + c] * kk[x];
-                tmp[((size_t)y * (size_t)ow + (size_t)o) * 3 + (size_t)c] = clip8(ss);
-            }
-        }
-    /* vertical */
-    for (int o = 0; o < oh; o++) {
-        const int32_t *kk = wy + (size_t)o * (size_t)ky;
-        for (int x = 0; x < ow; x++)
-            for (int c = 0; c < 3; c++) {
-                int64_t ss = 1 << (RS_BITS - 1);
-                for (int y = 0; y < by[2 * o + 1]; y++)
-                    ss += (int64_t)tmp[((size_t)(by[2 * o] + y) * (size_t)ow + (size_t)x) * 3 +
-                                       (size_t)c] *
-                          kk[y];
-                dst[((size_t)o * (size_t)ow + (size_t)x) * 3 + (size_t)c] = clip8(ss);
-            }
+    if (v_first) {
+        resample_pass(src, w, tmp, oh, w, 1, by, wy, ky);
+        resample_pass(tmp, w, dst, oh, ow, 0, bx, wx, kx);
+    } else {
+        resample_pass(src, w, tmp, h, ow, 0, bx, wx, kx);
+        resample_pass(tmp, ow, dst, oh, ow, 1, by, wy, ky);
     }
 done:
     kiln_free(tmp), kiln_free(bx), kiln_free(by), kiln_free(wx), kiln_free(wy);

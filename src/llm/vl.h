@@ -53,8 +53,10 @@ kiln_status kiln_vl_target_size(int h, int w, int factor, int64_t min_pixels, in
 
 /* PIL's bicubic resize (Image.resize(..., BICUBIC)) of an RGB image, h x w
  * x 3 bytes, to oh x ow x 3: separable, antialiased when shrinking (the
- * kernel widened by the scale), horizontal pass first into 8-bit rows,
- * 22-bit fixed-point weights, as Pillow computes it. */
+ * kernel widened by the scale), two passes with 8-bit results between
+ * them, the horizontal one first unless only the vertical one shrinks
+ * (Pillow 13's order, found by comparing both), 22-bit fixed-point weights,
+ * as Pillow computes it. */
 kiln_status kiln_vl_resize_rgb(const uint8_t *src, int h, int w, uint8_t *dst, int oh, int ow);
 
 /* An RGB image already at a size of whole merged patches -> pixel_values

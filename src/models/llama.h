@@ -32,6 +32,11 @@ typedef struct kiln_vision_config {
     int max_patches; /* the most patches one encode_image call takes */
     /* the prompt's tokens: <|vision_start|> <|image_pad|> x n <|vision_end|> */
     int image_token, vision_start, vision_end;
+    /* the image processor (preprocessor_config.json): resize within
+     * min..max pixels to multiples of patch x merge, then
+     * (x * rescale - mean[c]) / std[c] */
+    int64_t min_pixels, max_pixels;
+    float rescale, mean[3], std[3];
 } kiln_vision_config;
 
 typedef struct kiln_llama_config {

@@ -251,5 +251,13 @@ kiln_status kiln_vision_build(kiln_module *m, const kiln_vision_config *v) {
     };
     for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
         if ((st = kiln_meta_set_int(m, ints[i].key, ints[i].v))) return st;
-    return KILN_OK;
+    /* the image processor: the pixel range and [rescale, mean RGB, std RGB] */
+    const int64_t range[2] = {v->min_pixels, v->max_pixels};
+    if ((st = kiln_meta_set_int_array(m, "vision.image_pixels", range, 2))) return st;
+    double *norm = kiln_malloc(7 * sizeof *norm);
+    if (!norm) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    norm[0] = v->rescale;
+    for (int c = 0; c < 3; c++)
+        norm[1 + c] = v->mean[c], norm[4 + c] = v->std[c];
+    return kiln_meta_set_float_array_owned(m, "vision.image_normalize", norm, 7);
 }

@@ -296,6 +296,16 @@ kiln_status kiln_program_meta_ints(const kiln_program *p, const char *key, const
     return KILN_OK;
 }
 
+kiln_status kiln_program_meta_floats(const kiln_program *p, const char *key, const double **values,
+                                     int *n) {
+    const kiln_meta *e = kiln_meta_find(&p->mod, key);
+    if (!e || e->type != KILN_META_FLOAT_ARRAY)
+        return kiln_error(KILN_ERR_INVALID_ARG, "no float-array metadata '%s'", key);
+    *values = e->fa;
+    *n = (int)e->n;
+    return KILN_OK;
+}
+
 int kiln_program_node_is_fallback(const kiln_program *p, const kiln_node *n) {
     return p->fallback[n->backend];
 }
