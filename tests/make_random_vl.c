@@ -4,11 +4,12 @@
  *
  *   make_random_vl DIR [--text-layers N] [--vision-layers N] [--seed S]
  *
- * writes DIR/config.json (the released config, transformers 4's form:
- * rope_theta and rope_scaling at the top of text_config), DIR/preprocessor_
- * config.json (the released image processor) and DIR/model.safetensors in
- * bf16, the released checkpoint's names. With fewer vision layers than the
- * released 24 the DeepStack layers are the first ones (0, 1, ..).
+ * makes DIR (when missing) and writes DIR/config.json (the released config,
+ * transformers 4's form: rope_theta and rope_scaling at the top of
+ * text_config), DIR/preprocessor_config.json (the released image processor)
+ * and DIR/model.safetensors in bf16, the released checkpoint's names. With
+ * fewer vision layers than the released 24 the DeepStack layers are the
+ * first ones (0, 1, ..).
  *
  * Every value is a function of (seed, tensor name, index) alone: element i
  * of tensor NAME is k / 128 with k = the top byte of splitmix64(seed ^
@@ -16,11 +17,13 @@
  * 1/sqrt(fan_in), biases 1/8, embeddings 1/2); norm weights are 1 + k/512
  * rounded down to a multiple of 1/128. Each is exact in bf16, so transformers
  * (float32, scripts/make_vl_fixtures.py) and Kiln read the same numbers. */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_TENSORS 1024
 
@@ -357,6 +360,10 @@ int main(int argc, char **argv) {
     }
     if (n_ds > text_layers) n_ds = text_layers;
     tensors(text_layers, vision_layers, n_ds);
+    if (mkdir(dir, 0755) && errno != EEXIST) {
+        fprintf(stderr, "make_random_vl: cannot make '%s': %s\n", dir, strerror(errno));
+        return 1;
+    }
     if (write_config(dir, text_layers, vision_layers, ds, n_ds) ||
         write_safetensors(dir, (uint64_t)seed))
         return 1;

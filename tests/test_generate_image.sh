@@ -49,9 +49,9 @@ else bad npy_matches_transformers "got '$out', transformers '$WANT'"; fi
 out=$(gen --image "$D/photo.jpg" 2>/dev/null)
 if [ $jpeg = 0 ]; then skipped jpeg_generates "this kiln reads no JPEG"
 elif [ "$(wc -w <<<"$out")" = 10 ]; then ok "jpeg_generates"; else bad jpeg_generates "'$out'"; fi
-expect two_images_one_pad 1 "the prompt holds 1 image placeholder (image pad, id 250) for 2 --image files" -- \
+expect two_images_one_pad 1 "the prompt holds 1 image placeholder (image pad, id 250) for 2 images" -- \
   gen --image "$D/photo.png" --image "$D/photo.png"
-expect no_pad 1 "the prompt holds 0 image placeholders (image pad, id 250) for 1 --image file" -- \
+expect no_pad 1 "the prompt holds 0 image placeholders (image pad, id 250) for 1 image" -- \
   "$KILN" generate -m "$P" --prompt-ids "1 2 3" --print-ids --image "$D/photo.png"
 head -c 300 "$D/photo.png" >"$WORK/cut.png"
 if [ $png = 0 ]; then skipped truncated_png "this kiln reads no PNG"

@@ -216,4 +216,20 @@ kiln_status kiln_cli_chat_format(const kiln_program *prog, const char *override,
 kiln_status kiln_cli_chat_encode(const kiln_tokenizer *tok, const char *text, size_t len,
                                  int32_t **ids, int *n_ids);
 
+/* Images (cmd_chat.c). The model's image placeholder, as its tokenizer
+ * writes vision start, image pad and vision end, into *out (free()). */
+kiln_status kiln_cli_image_placeholder(const kiln_llm *lm, const kiln_tokenizer *tok, char **out);
+/* Loads an image file (PNG, JPEG, uint8 .npy) and encodes it into *out;
+ * info (when not NULL) receives a line of what was done: its size, the
+ * size it was resized to, its tokens and the time taken. */
+kiln_status kiln_cli_image_encode(kiln_session *sess, const kiln_llm *lm, const char *path,
+                                  kiln_llm_image **out, char *info, size_t info_size);
+/* Replaces ids' image pads, one per image, by each image's run of pads;
+ * *row_serial (when not NULL; free()) receives per row serial[k] of the
+ * image it belongs to (k + 1 without serial), 0 for text. An error when the
+ * pads are not one per image. */
+kiln_status kiln_cli_image_expand(const kiln_llm *lm, int32_t **ids, int *n_ids,
+                                  kiln_llm_image *const *imgs, int n_imgs, const int *serial,
+                                  int **row_serial);
+
 #endif

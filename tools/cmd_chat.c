@@ -9,10 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "devtools/devtools.h"
 #include "cli.h"
+#include "image.h"
 #include "kiln/kiln_llm.h"
 
 typedef struct {
@@ -43,8 +45,9 @@ static const kiln_cli_flag FLAGS[] = {
      .help = "print the rendered prompt of --messages and exit"},
     {KILN_CLI_STR, "--messages", "FILE", OPT(messages), .path = KILN_CLI_IN_FILE,
      .help = "JSON array of {\"role\", \"content\"}, or an object\n"
-             "with it as \"messages\": the conversation to render\n"
-             "(--render-only) or to go on from (answered first\n"
+             "with it as \"messages\" (a content: a string, or a\n"
+             "list of text and image parts): the conversation\n"
+             "to render (--render-only) or to go on from (answered first\n"
              "when it ends with a user message); roles system,\n"
              "user, assistant, and for Llama-3.1+ tool results\n"
              "(\"tool\"/\"ipython\"); no tool definitions or tool\n"
@@ -83,13 +86,22 @@ static const kiln_cli_command COMMAND = {
              "stderr). A line that does not fit even alone (with the system message and\n"
              "room for one new token), or holds a NUL byte, is an error for that turn:\n"
              "it is skipped, and chat goes on with the next line.\n"
+             "\n"
+             "Images (a vision-language program, Qwen3-VL): a line \"/image PATH\" (PNG,\n"
+             "JPEG or a uint8 .npy) reads and encodes the image at once and attaches it\n"
+             "to the next message, ahead of its text (one or more per message); in\n"
+             "--messages a content may be a list of parts, {\"type\": \"text\", \"text\"}\n"
+             "and {\"type\": \"image\", \"image\": PATH}, rendered in their order. An\n"
+             "image is encoded once: later turns reuse its visual tokens and its rows in\n"
+             "the cache.\n"
              "\n",
     .notes = "\n"
              "Exit code: 0; 1 when a turn was skipped (the error is on stderr) or on a\n"
              "failure that ends the chat; 2 usage; 130 interrupted.\n"
              "\n"
              "example:\n"
-             "  kiln chat -m smollm2.kiln --temp 0 -n 128\n",
+             "  kiln chat -m smollm2.kiln --temp 0 -n 128\n"
+             "  printf '/image cat.jpg\\nWhat is this?\\n' | kiln chat -m qwen3vl.kiln\n",
     .column = 26,
     .flags = FLAGS,
     .size = sizeof(options),
@@ -151,6 +163,106 @@ kiln_status kiln_cli_chat_encode(const kiln_tokenizer *tok, const char *text, si
     return KILN_OK;
 }
 
+/* ---- images (vision-language programs) ---------------------------------- */
+
+kiln_status kiln_cli_image_placeholder(const kiln_llm *lm, const kiln_tokenizer *tok, char **out) {
+    const kiln_llm_vision *v = kiln_llm_get_vision(lm);
+    if (!v)
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "the program has no vision encoder (no method 'encode_image'): it "
+                          "takes no images");
+    const int32_t tid[3] = {v->vision_start, v->image_token, v->vision_end};
+    const char *piece[3];
+    size_t len[3], total = 1;
+    for (int k = 0; k < 3; k++) {
+        piece[k] = kiln_tokenizer_decode(tok, -1, tid[k], &len[k]);
+        if (!piece[k] || !len[k])
+            return kiln_error(KILN_ERR_FORMAT, "the program's tokenizer has no text for id %d",
+                              tid[k]);
+        total += len[k];
+    }
+    char *s = malloc(total);
+    if (!s) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    size_t n = 0;
+    for (int k = 0; k < 3; k++) {
+        memcpy(s + n, piece[k], len[k]);
+        n += len[k];
+    }
+    s[n] = 0;
+    *out = s;
+    return KILN_OK;
+}
+
+kiln_status kiln_cli_image_encode(kiln_session *sess, const kiln_llm *lm, const char *path,
+                                  kiln_llm_image **out, char *info, size_t info_size) {
+    const kiln_llm_vision *v = kiln_llm_get_vision(lm);
+    if (!v)
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "image '%s': the program has no vision encoder (no method "
+                          "'encode_image')",
+                          path);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint8_t *rgb;
+    int h, w, gt, gh, gw;
+    kiln_status st = kiln_image_load(path, &rgb, &h, &w);
+    if (st) return st;
+    st = kiln_llm_encode_rgb(sess, lm, rgb, h, w, out);
+    kiln_image_free(rgb);
+    if (st) return kiln_error_wrap(st, "image '%s'", path);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    kiln_llm_image_grid(*out, &gt, &gh, &gw);
+    if (info)
+        snprintf(info, info_size,
+                 "'%s': %d x %d pixels, resized to %d x %d, %d tokens, encoded in %.1f ms", path, w,
+                 h, gw * v->patch, gh * v->patch, kiln_llm_image_tokens(*out),
+                 (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+    return KILN_OK;
+}
+
+kiln_status kiln_cli_image_expand(const kiln_llm *lm, int32_t **ids, int *n_ids,
+                                  kiln_llm_image *const *imgs, int n_imgs, const int *serial,
+                                  int **row_serial) {
+    const kiln_llm_vision *v = kiln_llm_get_vision(lm);
+    int pads = 0;
+    for (int i = 0; v && i < *n_ids; i++)
+        pads += (*ids)[i] == v->image_token;
+    if (pads != n_imgs)
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "the prompt holds %d image placeholder%s (image pad, id %d) for %d "
+                          "image%s: give one per image, in order",
+                          pads, pads == 1 ? "" : "s", v ? v->image_token : -1, n_imgs,
+                          n_imgs == 1 ? "" : "s");
+    int64_t total = *n_ids - pads;
+    for (int k = 0; k < n_imgs; k++)
+        total += kiln_llm_image_tokens(imgs[k]);
+    if (total > INT32_MAX / 2)
+        return kiln_error(KILN_ERR_INVALID_ARG, "the prompt with its images is too long");
+    int32_t *out = malloc(sizeof *out * (size_t)(total ? total : 1));
+    int *rs = row_serial ? calloc((size_t)(total ? total : 1), sizeof *rs) : NULL;
+    if (!out || (row_serial && !rs)) {
+        free(out);
+        free(rs);
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    }
+    int n = 0, k = 0;
+    for (int i = 0; i < *n_ids; i++) {
+        if (!v || (*ids)[i] != v->image_token) {
+            out[n++] = (*ids)[i];
+            continue;
+        }
+        for (int j = 0; j < kiln_llm_image_tokens(imgs[k]); j++) {
+            if (rs) rs[n] = serial ? serial[k] : k + 1;
+            out[n++] = v->image_token;
+        }
+        k++;
+    }
+    free(*ids);
+    *ids = out, *n_ids = n;
+    if (row_serial) *row_serial = rs;
+    return KILN_OK;
+}
+
 /* The bytes of a file (NULL with errno set when it cannot be read). */
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -202,11 +314,16 @@ static kiln_status messages_of(const kiln_json *root, const char *file, const ki
                               "'%s': message %zu has \"tool_calls\": Kiln's chat formats "
                               "render no tool calls",
                               file, i);
-        if (!r || !c || r->type != KILN_JSON_STRING || c->type != KILN_JSON_STRING)
+        if (!r || !c || r->type != KILN_JSON_STRING ||
+            (c->type != KILN_JSON_STRING && c->type != KILN_JSON_ARRAY))
             return kiln_error(KILN_ERR_FORMAT,
-                              "'%s': message %zu needs string 'role' and 'content'", file, i);
+                              "'%s': message %zu needs a string 'role' and a 'content' (a "
+                              "string, or a list of text and image parts)",
+                              file, i);
         /* The formats take NUL-terminated text: a \u0000 would cut it. */
-        const kiln_json *nul = strlen(c->s) != c->len ? c : strlen(r->s) != r->len ? r : NULL;
+        const kiln_json *nul = c->type == KILN_JSON_STRING && strlen(c->s) != c->len ? c
+                               : strlen(r->s) != r->len                              ? r
+                                                                                     : NULL;
         if (nul)
             return kiln_error(KILN_ERR_FORMAT,
                               "'%s': message %zu: its %s holds a NUL byte (\\u0000) at byte %zu, "
@@ -214,6 +331,124 @@ static kiln_status messages_of(const kiln_json *root, const char *file, const ki
                               file, i, nul == c ? "content" : "role", strlen(nul->s));
     }
     *out = root;
+    return KILN_OK;
+}
+
+/* The images of one message, in the order its content names them; an
+ * image is encoded once (enc), when a render first needs it, and its rows
+ * in the cache are known by its serial. */
+typedef struct {
+    char *path;
+    kiln_llm_image *enc;
+    int serial;
+} chat_image;
+typedef struct {
+    chat_image *v;
+    int n;
+} chat_images;
+
+static void images_free(chat_images *im) {
+    for (int i = 0; i < im->n; i++) {
+        free(im->v[i].path);
+        kiln_llm_image_free(im->v[i].enc);
+    }
+    free(im->v);
+    im->v = NULL, im->n = 0;
+}
+
+/* Appends an image file (not yet encoded); 0 or -1 out of memory. */
+static int images_add(chat_images *im, const char *path, int serial) {
+    chat_image *v = realloc(im->v, sizeof *v * (size_t)(im->n + 1));
+    if (!v) return -1;
+    im->v = v;
+    if (!(v[im->n].path = strdup(path))) return -1;
+    v[im->n].enc = NULL, v[im->n].serial = serial;
+    im->n++;
+    return 0;
+}
+
+/* A message's content as the formats take it: a string as it is; a list of
+ * parts ({"type": "text", "text"}, {"type": "image", "image" | "path" |
+ * "url"}, {"type": "image_url", "image_url": {"url"}}, as transformers and
+ * OpenAI write them) as its texts with the model's placeholder for each
+ * image, in order (what Qwen3-VL's template renders), the images' files
+ * into *im. placeholder NULL: the program takes no images. */
+static kiln_status message_content(const kiln_json *c, const char *file, size_t i,
+                                   const char *placeholder, int *serial, char **out,
+                                   chat_images *im) {
+    if (c->type == KILN_JSON_STRING)
+        return (*out = strdup(c->s)) ? KILN_OK : kiln_error(KILN_ERR_NOMEM, "out of memory");
+    size_t len = 1;
+    for (int pass = 0; pass < 2; pass++) {
+        char *t = pass ? malloc(len) : NULL;
+        if (pass && !t) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+        if (t) t[0] = 0;
+        for (size_t k = 0; k < c->len; k++) {
+            const kiln_json *part = &c->items[k], *type = kiln_json_get(part, "type");
+            const char *ty = type && type->type == KILN_JSON_STRING ? type->s : "";
+            const kiln_json *v = NULL;
+            if (!strcmp(ty, "text")) {
+                v = kiln_json_get(part, "text");
+                if (v && v->type == KILN_JSON_STRING && strlen(v->s) == v->len) {
+                    if (t)
+                        strcat(t, v->s);
+                    else
+                        len += v->len;
+                    continue;
+                }
+                free(t);
+                return kiln_error(KILN_ERR_FORMAT,
+                                  "'%s': message %zu part %zu: a text part needs a string "
+                                  "'text' without NUL bytes",
+                                  file, i, k);
+            }
+            if (!strcmp(ty, "image"))
+                for (int j = 0; j < 3 && !(v && v->type == KILN_JSON_STRING); j++)
+                    v = kiln_json_get(part, (const char *[]){"image", "path", "url"}[j]);
+            else if (!strcmp(ty, "image_url") && (v = kiln_json_get(part, "image_url")))
+                v = v->type == KILN_JSON_OBJECT ? kiln_json_get(v, "url") : v;
+            else {
+                free(t);
+                return kiln_error(KILN_ERR_UNSUPPORTED,
+                                  "'%s': message %zu part %zu: type '%.40s': Kiln reads text "
+                                  "and image parts",
+                                  file, i, k, ty);
+            }
+            const char *path = v && v->type == KILN_JSON_STRING ? v->s : NULL;
+            kiln_status st = KILN_OK;
+            if (!path || !*path)
+                st = kiln_error(KILN_ERR_FORMAT,
+                                "'%s': message %zu part %zu: an image part needs the image "
+                                "file's path ('image', 'path' or 'url')",
+                                file, i, k);
+            else if (!strncmp(path, "file://", 7))
+                path += 7;
+            else if (strstr(path, "://") || !strncmp(path, "data:", 5))
+                st = kiln_error(KILN_ERR_UNSUPPORTED,
+                                "'%s': message %zu part %zu: image '%.80s': Kiln reads image "
+                                "files (a path or file://), not URLs or data URIs",
+                                file, i, k, path);
+            if (!st && !placeholder)
+                st = kiln_error(KILN_ERR_INVALID_ARG,
+                                "'%s': message %zu part %zu: an image, and the program has no "
+                                "vision encoder (or none was given: -m)",
+                                file, i, k);
+            if (st) {
+                free(t);
+                return st;
+            }
+            if (!t) {
+                len += strlen(placeholder);
+                continue;
+            }
+            strcat(t, placeholder);
+            if (images_add(im, path, ++*serial)) {
+                free(t);
+                return kiln_error(KILN_ERR_NOMEM, "out of memory");
+            }
+        }
+        if (t) *out = t;
+    }
     return KILN_OK;
 }
 
@@ -228,6 +463,20 @@ static kiln_status load_messages(const char *file, char **text, kiln_json_doc *d
     return st ? st : messages_of(doc->root, file, list);
 }
 
+/* The program's image placeholder into *out (free()), or NULL for a
+ * program without a vision encoder. */
+static kiln_status program_placeholder(const kiln_program *prog, char **out) {
+    kiln_llm *lm = NULL;
+    kiln_tokenizer *tok = NULL;
+    *out = NULL;
+    kiln_status st = kiln_llm_bind(prog, &lm);
+    if (!st && kiln_llm_get_vision(lm) && !(st = kiln_tokenizer_from_program(prog, &tok)))
+        st = kiln_cli_image_placeholder(lm, tok, out);
+    kiln_tokenizer_free(tok);
+    kiln_llm_free(lm);
+    return st;
+}
+
 static int render_only(const char *cmd, const char *model, const char *tmpl, const char *messages,
                        const kiln_chat_options *co) {
     if (!messages) return kiln_cli_usage_error(cmd, "--render-only needs --messages FILE");
@@ -237,23 +486,34 @@ static int render_only(const char *cmd, const char *model, const char *tmpl, con
     kiln_json_doc doc = {0};
     const kiln_json *list = NULL;
     kiln_chat_message *m = NULL;
-    char *out = NULL, *text = NULL;
-    size_t len = 0;
+    char *out = NULL, *text = NULL, *ph = NULL;
+    size_t len = 0, n = 0;
     kiln_chat_format fmt;
+    chat_images im = {0};
+    int serial = 0;
     kiln_status st = KILN_OK;
-    if (!tmpl) st = kiln_program_open(model, &prog);
+    if (model) st = kiln_program_open(model, &prog);
     if (!st) st = kiln_cli_chat_format(prog, tmpl, &fmt);
+    if (!st && prog) st = program_placeholder(prog, &ph);
     if (!st) st = load_messages(messages, &text, &doc, &list);
     if (!st && !(m = calloc(list->len + 1, sizeof *m)))
         st = kiln_error(KILN_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; !st && i < list->len; i++)
-        m[i] = (kiln_chat_message){kiln_json_get(&list->items[i], "role")->s,
-                                   kiln_json_get(&list->items[i], "content")->s};
+    for (; !st && n < list->len; n++) {
+        char *content = NULL;
+        m[n].role = kiln_json_get(&list->items[n], "role")->s;
+        st = message_content(kiln_json_get(&list->items[n], "content"), messages, n, ph, &serial,
+                             &content, &im);
+        m[n].content = content;
+    }
     if (!st) st = kiln_chat_render_with(fmt, m, (int)list->len, co, &out, &len);
     int rc = st ? kiln_cli_fail(cmd, st) : KILN_EXIT_OK;
     if (!st) fwrite(out, 1, len, stdout);
     kiln_chat_free(out);
+    for (size_t i = 0; m && i < n; i++)
+        free((char *)m[i].content);
     free(m);
+    images_free(&im);
+    free(ph);
     kiln_json_free(&doc);
     free(text);
     kiln_program_close(prog);
@@ -295,8 +555,8 @@ static int on_token(void *user, int32_t id) {
     return kiln_cli_interrupted != 0;
 }
 
-/* A conversation: the program, its session, the messages so far and the
- * ids its KV cache holds. */
+/* A conversation: the program, its session, the messages so far (each with
+ * its images) and the ids its KV cache holds. */
 typedef struct {
     kiln_program *prog;
     kiln_session *sess;
@@ -306,21 +566,32 @@ typedef struct {
     kiln_chat_options co;
     kiln_generate_options gen;
     kiln_chat_message *conv; /* each message owns its role and content */
+    chat_images *imgs;       /* conv[i]'s images */
     int n_conv, cap_conv;
-    int32_t *past; /* the ids the cache holds, positions 0..n_past */
+    char *placeholder;   /* the program's image placeholder; NULL: it takes no images */
+    chat_images pending; /* /image lines for the next user message */
+    int serial;          /* the last image serial given */
+    int32_t *past;       /* the ids the cache holds, positions 0..n_past */
+    int *past_serial;    /* per cached row: its image's serial, 0 for text */
     int n_past, ctx, turn;
+    int delta;   /* the rope delta after the cached rows (an image moves it) */
     int reserve; /* the room for an answer a turn's render must leave, else old turns go */
     int skipped; /* turns refused (an error on stderr; the exit code is 1) */
     answer ans;
 } conversation;
 
-/* Appends a copy of a message; 0, or -1 when out of memory. */
-static int conv_push(conversation *c, const char *role, const char *content) {
+/* Appends a copy of a message with the images *im (moved: *im is emptied);
+ * 0, or -1 when out of memory. */
+static int conv_push_images(conversation *c, const char *role, const char *content,
+                            chat_images *im) {
     if (c->n_conv == c->cap_conv) {
         int cap = c->cap_conv ? 2 * c->cap_conv : 16;
         kiln_chat_message *m = realloc(c->conv, sizeof *m * (size_t)cap);
         if (!m) return -1;
         c->conv = m;
+        chat_images *v = realloc(c->imgs, sizeof *v * (size_t)cap);
+        if (!v) return -1;
+        c->imgs = v;
         c->cap_conv = cap;
     }
     char *r = strdup(role), *t = strdup(content);
@@ -329,8 +600,14 @@ static int conv_push(conversation *c, const char *role, const char *content) {
         free(t);
         return -1;
     }
+    c->imgs[c->n_conv] = im ? *im : (chat_images){0};
+    if (im) *im = (chat_images){0};
     c->conv[c->n_conv++] = (kiln_chat_message){r, t};
     return 0;
+}
+
+static int conv_push(conversation *c, const char *role, const char *content) {
+    return conv_push_images(c, role, content, NULL);
 }
 
 /* Removes the messages [from, to). */
@@ -338,22 +615,81 @@ static void conv_drop(conversation *c, int from, int to) {
     for (int i = from; i < to; i++) {
         free((char *)c->conv[i].role);
         free((char *)c->conv[i].content);
+        images_free(&c->imgs[i]);
     }
-    if (c->n_conv > to) /* conv is NULL while empty */
+    if (c->n_conv > to) { /* conv is NULL while empty */
         memmove(c->conv + from, c->conv + to, sizeof *c->conv * (size_t)(c->n_conv - to));
+        memmove(c->imgs + from, c->imgs + to, sizeof *c->imgs * (size_t)(c->n_conv - to));
+    }
     c->n_conv -= to - from;
 }
 
-/* msgs[0..n) rendered with the assistant's generation prompt, as ids. */
-static kiln_status render_ids(const conversation *c, const kiln_chat_message *msgs, int n,
-                              int32_t **ids, int *n_ids) {
+/* A render as the cache takes it: its ids with each image's run of pads,
+ * per row the image's serial (0: text), and the images in order. */
+typedef struct {
+    int32_t *ids;
+    int *serial;
+    int n;
+    kiln_llm_image **imgs;
+    int n_imgs;
+} rendered;
+
+static void rendered_free(rendered *r) {
+    free(r->ids);
+    free(r->serial);
+    free(r->imgs);
+    memset(r, 0, sizeof *r);
+}
+
+/* Encodes an image the first time a render needs it (said on stderr). */
+static kiln_status image_ready(conversation *c, chat_image *im) {
+    if (im->enc) return KILN_OK;
+    char info[512];
+    kiln_status st = kiln_cli_image_encode(c->sess, c->lm, im->path, &im->enc, info, sizeof info);
+    if (!st) fprintf(stderr, "kiln chat: image %s\n", info);
+    return st;
+}
+
+/* The messages conv[0] (when head) and conv[from..n_conv) rendered with the
+ * assistant's generation prompt, as the cache takes them (*r). */
+static kiln_status render_ids(conversation *c, int head, int from, rendered *r) {
+    memset(r, 0, sizeof *r);
+    int n = (head ? 1 : 0) + c->n_conv - from, n_imgs = 0, k = 0;
+    kiln_chat_message *m = malloc(sizeof *m * (size_t)(n ? n : 1));
+    if (!m) return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    for (int i = head ? -1 : from; i < c->n_conv; i++) {
+        int j = i < 0 ? 0 : i;
+        m[k++] = c->conv[j];
+        n_imgs += c->imgs[j].n;
+        if (i < 0) i = from - 1;
+    }
+    int *serial = malloc(sizeof *serial * (size_t)(n_imgs ? n_imgs : 1));
+    kiln_status st = KILN_OK;
+    if (!serial || !(r->imgs = malloc(sizeof *r->imgs * (size_t)(n_imgs ? n_imgs : 1))))
+        st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+    for (int i = head ? -1 : from; !st && i < c->n_conv; i++) {
+        int j = i < 0 ? 0 : i;
+        for (int q = 0; !st && q < c->imgs[j].n; q++) {
+            st = image_ready(c, &c->imgs[j].v[q]);
+            serial[r->n_imgs] = c->imgs[j].v[q].serial;
+            r->imgs[r->n_imgs++] = c->imgs[j].v[q].enc;
+        }
+        if (i < 0) i = from - 1;
+    }
     char *text = NULL;
     size_t len;
     kiln_chat_options co = c->co;
     co.add_generation_prompt = 1;
-    kiln_status st = kiln_chat_render_with(c->fmt, msgs, n, &co, &text, &len);
-    if (!st) st = kiln_cli_chat_encode(c->tok, text, len, ids, n_ids);
+    if (!st) st = kiln_chat_render_with(c->fmt, m, n, &co, &text, &len);
+    if (!st) st = kiln_cli_chat_encode(c->tok, text, len, &r->ids, &r->n);
     kiln_chat_free(text);
+    free(m);
+    if (!st && c->placeholder)
+        st = kiln_cli_image_expand(c->lm, &r->ids, &r->n, r->imgs, r->n_imgs, serial, &r->serial);
+    else if (!st && !(r->serial = calloc((size_t)(r->n ? r->n : 1), sizeof *r->serial)))
+        st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+    free(serial);
+    if (st) rendered_free(r);
     return st;
 }
 
@@ -372,10 +708,19 @@ static int load_history(conversation *c, const options *opt) {
                                   "--system and the system message of --messages '%s': give "
                                   "one of them",
                                   opt->messages);
-    for (size_t i = 0; !st && !rc && i < list->len; i++)
-        if (conv_push(c, kiln_json_get(&list->items[i], "role")->s,
-                      kiln_json_get(&list->items[i], "content")->s))
+    for (size_t i = 0; !st && !rc && i < list->len; i++) {
+        char *content = NULL;
+        chat_images im = {0};
+        st = message_content(kiln_json_get(&list->items[i], "content"), opt->messages, i,
+                             c->placeholder, &c->serial, &content, &im);
+        for (int k = 0; !st && k < im.n; k++) /* a bad image is said now */
+            if ((st = image_ready(c, &im.v[k])))
+                st = kiln_error_wrap(st, "'%s': message %zu", opt->messages, i);
+        if (!st && conv_push_images(c, kiln_json_get(&list->items[i], "role")->s, content, &im))
             st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+        images_free(&im);
+        free(content);
+    }
     if (st) rc = kiln_cli_fail(cmd, st);
     kiln_json_free(&doc);
     free(text);
@@ -388,14 +733,17 @@ static int conversation_open(conversation *c, options *opt) {
     int rc;
     if (opt->system && conv_push(c, "system", opt->system))
         return kiln_cli_fail(cmd, kiln_error(KILN_ERR_NOMEM, "out of memory"));
-    if (opt->messages && (rc = load_history(c, opt))) return rc;
     kiln_status st = kiln_program_open_with(opt->model, &opt->smp.open, &c->prog);
     if (!st) st = kiln_tokenizer_from_program(c->prog, &c->tok);
     if (!st) st = kiln_cli_chat_format(c->prog, opt->chat_template, &c->fmt);
     if (!st) st = kiln_llm_bind(c->prog, &c->lm);
+    if (!st && kiln_llm_get_vision(c->lm))
+        st = kiln_cli_image_placeholder(c->lm, c->tok, &c->placeholder);
     if (!st) st = kiln_session_create(c->prog, &c->sess);
     if (!st) st = kiln_detokenizer_create(c->tok, &c->ans.detok);
-    if (!st && c->n_conv) { /* a role the format does not render is refused now */
+    if (st) return kiln_cli_fail(cmd, st);
+    if (opt->messages && (rc = load_history(c, opt))) return rc;
+    if (c->n_conv) { /* a role the format does not render is refused now */
         char *text = NULL;
         st = kiln_chat_render_with(c->fmt, c->conv, c->n_conv, &c->co, &text, NULL);
         kiln_chat_free(text);
@@ -403,6 +751,7 @@ static int conversation_open(conversation *c, options *opt) {
     if (st) return kiln_cli_fail(cmd, st);
     c->ctx = kiln_llm_get_limits(c->lm)->context;
     if (!(c->past = malloc(sizeof *c->past * (size_t)c->ctx)) ||
+        !(c->past_serial = malloc(sizeof *c->past_serial * (size_t)c->ctx)) ||
         !(c->ans.ids = malloc(sizeof *c->ans.ids * (size_t)c->ctx)))
         return kiln_cli_fail(cmd, kiln_error(KILN_ERR_NOMEM, "out of memory"));
     kiln_cli_sampling_seed(cmd, &opt->smp);
@@ -419,7 +768,11 @@ static int conversation_open(conversation *c, options *opt) {
 static void conversation_close(conversation *c) {
     conv_drop(c, 0, c->n_conv);
     free(c->conv);
+    free(c->imgs);
+    images_free(&c->pending);
+    free(c->placeholder);
     free(c->past);
+    free(c->past_serial);
     free(c->ans.ids);
     free(c->ans.text);
     kiln_detokenizer_free(c->ans.detok);
@@ -429,35 +782,30 @@ static void conversation_close(conversation *c) {
     kiln_program_close(c->prog);
 }
 
-/* The turn that starts at message `cur` (the last user message), alone: the
- * tokens of the first system message (if any), the turn's messages and the
- * generation prompt, into *n. */
-static kiln_status turn_alone(const conversation *c, int cur, int *n) {
-    int head = c->n_conv > 0 && !strcmp(c->conv[0].role, "system"), k = 0;
-    kiln_chat_message *m = malloc(sizeof *m * (size_t)(c->n_conv - cur + 1));
-    if (!m) return kiln_error(KILN_ERR_NOMEM, "out of memory");
-    if (head && cur > 0) m[k++] = c->conv[0];
-    for (int i = cur; i < c->n_conv; i++)
-        m[k++] = c->conv[i];
-    int32_t *ids = NULL;
-    kiln_status st = render_ids(c, m, k, &ids, n);
-    free(ids);
-    free(m);
-    return st;
-}
-
 /* Fits the turn that starts at message `cur` (the last user message) into
- * the context: *ids receives its render. 0 when it fits, the oldest turns
+ * the context: *r receives its render. 0 when it fits, the oldest turns
  * dropped first (whole turns: a user message and what follows it up to the
  * next; a first system message stays) while the render leaves less than
  * c->reserve for the answer; -1 when the turn does not fit even alone (an
  * error on stderr; its messages are removed); or an exit code. */
-static int fit_turn(conversation *c, int cur, int32_t **ids, int *n_ids) {
+static int fit_turn(conversation *c, int cur, rendered *r) {
     const char *cmd = COMMAND.name;
-    kiln_status st = render_ids(c, c->conv, c->n_conv, ids, n_ids);
-    int n_alone = *n_ids, head = c->n_conv > 0 && !strcmp(c->conv[0].role, "system");
-    if (!st && *n_ids + c->reserve > c->ctx && cur > head) st = turn_alone(c, cur, &n_alone);
-    if (st) return kiln_cli_fail(cmd, st);
+    kiln_status st = render_ids(c, 0, 0, r);
+    int n_alone = r->n, head = c->n_conv > 0 && !strcmp(c->conv[0].role, "system");
+    if (!st && r->n + c->reserve > c->ctx && cur > head) {
+        /* The turn alone: the first system message (if any), the turn's
+         * messages and the generation prompt. */
+        rendered alone;
+        if (!(st = render_ids(c, head, cur, &alone))) n_alone = alone.n;
+        rendered_free(&alone);
+    }
+    if (st) {
+        fprintf(stderr, "kiln chat: error: turn %d: %s; turn skipped\n", c->turn,
+                kiln_last_error());
+        conv_drop(c, cur, c->n_conv);
+        c->skipped++;
+        return -1;
+    }
     if (n_alone >= c->ctx) {
         fprintf(stderr,
                 "kiln chat: error: turn %d: it takes %d tokens alone (with the system message "
@@ -465,11 +813,12 @@ static int fit_turn(conversation *c, int cur, int32_t **ids, int *n_ids) {
                 "turn skipped\n",
                 c->turn, n_alone, c->ctx);
         conv_drop(c, cur, c->n_conv);
+        rendered_free(r);
         c->skipped++;
         return -1;
     }
-    int before = *n_ids, turns = 0, msgs = 0;
-    while (*n_ids + c->reserve > c->ctx && head < cur) {
+    int before = r->n, turns = 0, msgs = 0;
+    while (r->n + c->reserve > c->ctx && head < cur) {
         int next = head + 1;
         while (next < cur && strcmp(c->conv[next].role, "user"))
             next++;
@@ -477,15 +826,14 @@ static int fit_turn(conversation *c, int cur, int32_t **ids, int *n_ids) {
         turns++;
         msgs += next - head;
         cur -= next - head;
-        free(*ids);
-        *ids = NULL;
-        if ((st = render_ids(c, c->conv, c->n_conv, ids, n_ids))) return kiln_cli_fail(cmd, st);
+        rendered_free(r);
+        if ((st = render_ids(c, 0, 0, r))) return kiln_cli_fail(cmd, st);
     }
     if (turns)
         fprintf(stderr,
                 "kiln chat: turn %d: context full: dropped the oldest %d turn%s (%d messages), "
                 "%d tokens freed (the conversation now takes %d of %d)\n",
-                c->turn, turns, turns == 1 ? "" : "s", msgs, before - *n_ids, *n_ids, c->ctx);
+                c->turn, turns, turns == 1 ? "" : "s", msgs, before - r->n, r->n, c->ctx);
     return 0;
 }
 
@@ -495,40 +843,53 @@ static int fit_turn(conversation *c, int cur, int32_t **ids, int *n_ids) {
  * turn refused: c->skipped counts it), or the exit code. */
 static int conversation_turn(conversation *c) {
     const char *cmd = COMMAND.name;
-    int32_t *ids = NULL;
-    int n_ids = 0, turn = ++c->turn, cur = c->n_conv - 1;
+    rendered r;
+    int turn = ++c->turn, cur = c->n_conv - 1;
     while (cur > 0 && strcmp(c->conv[cur].role, "user"))
         cur--;
-    int r = fit_turn(c, cur, &ids, &n_ids);
-    if (r) {
-        free(ids);
-        return r < 0 ? 0 : r;
-    }
+    int rc = fit_turn(c, cur, &r);
+    if (rc) return rc < 0 ? 0 : rc;
     /* Keep the longest cached prefix the new render shares (as llama.cpp's
      * server does): the cache's rows past it are overwritten by this
      * prefill and never read before (attention at position p reads rows
      * 0..p). At least one id is prefilled, for the logits. After old turns
-     * were dropped this is where the render first changed. */
+     * were dropped this is where the render first changed. An image's rows
+     * match by its serial, not its ids (every pad is the same id); an image
+     * in the cached rows past the prefix moved the rope positions after it
+     * by an amount those rows alone record, so then the turn starts again
+     * from row 0 (the images stay encoded). */
     int start = 0;
-    while (start < c->n_past && start < n_ids - 1 && c->past[start] == ids[start])
+    while (start < c->n_past && start < r.n - 1 && c->past[start] == r.ids[start] &&
+           c->past_serial[start] == r.serial[start])
         start++;
+    for (int i = start; i < c->n_past && start; i++)
+        if (c->past_serial[i]) start = 0;
+    if (start && r.serial[start] && r.serial[start - 1] == r.serial[start]) start = 0;
     if (start < c->n_past)
         fprintf(stderr,
                 "kiln chat: turn %d: reusing %d of %d cached tokens (the conversation's tokens "
                 "changed after them)\n",
                 turn, start, c->n_past);
-    memcpy(c->past, ids, sizeof *ids * (size_t)n_ids);
+    int skip = 0; /* the images wholly in the rows kept */
+    for (int i = 0; i < start; i++)
+        skip += r.serial[i] && (i == 0 || r.serial[i - 1] != r.serial[i]);
+    memcpy(c->past, r.ids, sizeof *r.ids * (size_t)r.n);
+    memcpy(c->past_serial, r.serial, sizeof *r.serial * (size_t)r.n);
     c->ans.n = 0;
     c->ans.n_ids = 0;
     if (c->ans.text) c->ans.text[0] = 0;
     kiln_generate_result res;
-    kiln_status st =
-        kiln_generate_continue(c->sess, ids + start, n_ids - start, start, &c->gen, &res);
-    free(ids);
+    int delta = start ? c->delta : 0;
+    kiln_status st = kiln_generate_images(c->sess, r.ids + start, r.n - start, start, r.imgs + skip,
+                                          r.n_imgs - skip, &delta, &c->gen, &res);
+    int n_ids = r.n;
+    rendered_free(&r);
     if (st) {
         fflush(stdout);
+        c->n_past = 0; /* what the cache holds is not known now */
         return kiln_cli_fail(cmd, st);
     }
+    c->delta = delta;
     size_t fl;
     const char *rest = kiln_detokenizer_flush(c->ans.detok, &fl);
     answer_put(&c->ans, rest, fl);
@@ -537,6 +898,7 @@ static int conversation_turn(conversation *c) {
     /* The cache now holds the prompt and the generated ids that went
      * through decode. */
     memcpy(c->past + n_ids, c->ans.ids, sizeof *c->past * (size_t)(res.n_past - n_ids));
+    memset(c->past_serial + n_ids, 0, sizeof *c->past_serial * (size_t)(res.n_past - n_ids));
     c->n_past = res.n_past;
     if (res.stopped_at_context)
         fprintf(stderr,
@@ -550,7 +912,54 @@ static int conversation_turn(conversation *c) {
     return 0;
 }
 
-/* Reads the user's lines from stdin, one turn each; the exit code. */
+/* A line "/image PATH": the image is read and encoded now and goes with the
+ * next user message. */
+static void attach_image(conversation *c, const char *path) {
+    while (*path == ' ' || *path == '\t')
+        path++;
+    kiln_status st = KILN_OK;
+    if (!*path)
+        st = kiln_error(KILN_ERR_INVALID_ARG, "/image needs a file: /image PATH");
+    else if (!c->placeholder)
+        st = kiln_error(KILN_ERR_INVALID_ARG,
+                        "/image: the program has no vision encoder (no method 'encode_image')");
+    else if (images_add(&c->pending, path, c->serial + 1))
+        st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+    else {
+        chat_image *im = &c->pending.v[c->pending.n - 1];
+        char info[512];
+        st = kiln_cli_image_encode(c->sess, c->lm, path, &im->enc, info, sizeof info);
+        if (st) {
+            free(im->path);
+            c->pending.n--;
+        } else {
+            c->serial++;
+            fprintf(stderr, "kiln chat: image %s; it goes with the next message\n", info);
+        }
+    }
+    if (st) {
+        fprintf(stderr, "kiln chat: error: %s\n", kiln_last_error());
+        c->skipped++;
+    }
+}
+
+/* A user line with the pending images before its text, as Qwen3-VL's
+ * template renders images then text; 0 or -1 out of memory. */
+static int push_user(conversation *c, const char *line) {
+    size_t n = (size_t)c->pending.n * (c->placeholder ? strlen(c->placeholder) : 0);
+    char *t = malloc(n + strlen(line) + 1);
+    if (!t) return -1;
+    t[0] = 0;
+    for (int i = 0; i < c->pending.n; i++)
+        strcat(t, c->placeholder);
+    strcat(t, line);
+    int rc = conv_push_images(c, "user", t, &c->pending);
+    free(t);
+    return rc;
+}
+
+/* Reads the user's lines from stdin, one turn each (a line "/image PATH"
+ * attaches an image to the next); the exit code. */
 static int chat_loop(conversation *c) {
     const char *cmd = COMMAND.name;
     char *line = NULL;
@@ -571,11 +980,22 @@ static int chat_loop(conversation *c) {
             c->skipped++;
             continue;
         }
-        if (conv_push(c, "user", line)) {
+        if (!strncmp(line, "/image", 6) && (!line[6] || line[6] == ' ' || line[6] == '\t')) {
+            attach_image(c, line + 6);
+            continue;
+        }
+        if (push_user(c, line)) {
             rc = kiln_cli_fail(cmd, kiln_error(KILN_ERR_NOMEM, "out of memory"));
             break;
         }
         if ((rc = conversation_turn(c)) || kiln_cli_interrupted) break;
+    }
+    if (!rc && c->pending.n) {
+        fprintf(stderr,
+                "kiln chat: error: %d image%s given with /image, and no message followed: not "
+                "used\n",
+                c->pending.n, c->pending.n == 1 ? "" : "s");
+        c->skipped++;
     }
     free(line);
     return rc;

@@ -305,47 +305,27 @@ static int check_args(const options *o) {
     return 0;
 }
 
-/* A user turn with n images: the model's placeholder (vision start, image
- * pad, vision end, as the tokenizer writes them) once per image, then the
- * text, as Qwen3-VL's chat template renders a message whose content is
+/* A user turn with n images: the model's placeholder once per image, then
+ * the text, as Qwen3-VL's chat template renders a message whose content is
  * the images and then the text. */
 static kiln_status image_turn(const kiln_program *prog, const kiln_tokenizer *tok, int n,
                               const char *text, char **out) {
     kiln_llm *lm;
     kiln_status st = kiln_llm_bind(prog, &lm);
     if (st) return st;
-    const kiln_llm_vision *v = kiln_llm_get_vision(lm);
-    char *pieces[3] = {NULL, NULL, NULL};
-    if (!v)
-        st = kiln_error(KILN_ERR_INVALID_ARG,
-                        "--image: the program has no vision encoder (no method 'encode_image')");
+    char *ph = NULL, *s = NULL;
+    if ((st = kiln_cli_image_placeholder(lm, tok, &ph)))
+        st = kiln_error_wrap(st, "--image");
+    else if (!(s = malloc((size_t)n * strlen(ph) + strlen(text) + 1)))
+        st = kiln_error(KILN_ERR_NOMEM, "out of memory");
     else {
-        const int32_t tid[3] = {v->vision_start, v->image_token, v->vision_end};
-        for (int k = 0; k < 3 && !st; k++) {
-            size_t l;
-            const char *t = kiln_tokenizer_decode(tok, -1, tid[k], &l);
-            if (!t || !l)
-                st = kiln_error(KILN_ERR_FORMAT, "the program's tokenizer has no text for id %d",
-                                tid[k]);
-            else if (!(pieces[k] = kiln_strndup(t, l)))
-                st = kiln_error(KILN_ERR_NOMEM, "out of memory");
-        }
-    }
-    size_t len = strlen(text) + 1;
-    for (int k = 0; !st && k < 3; k++)
-        len += (size_t)n * strlen(pieces[k]);
-    char *s = st ? NULL : malloc(len);
-    if (!st && !s) st = kiln_error(KILN_ERR_NOMEM, "out of memory");
-    if (!st) {
         s[0] = 0;
         for (int i = 0; i < n; i++)
-            for (int k = 0; k < 3; k++)
-                strcat(s, pieces[k]);
+            strcat(s, ph);
         strcat(s, text);
         *out = s;
     }
-    for (int k = 0; k < 3; k++)
-        kiln_free(pieces[k]);
+    free(ph);
     kiln_llm_free(lm);
     return st;
 }
@@ -402,52 +382,14 @@ static kiln_status attach_images(const options *o, kiln_session *sess, int32_t *
     if (!v)
         st = kiln_error(KILN_ERR_INVALID_ARG,
                         "--image: the program has no vision encoder (no method 'encode_image')");
-    else if (pads != o->images.n)
-        st = kiln_error(KILN_ERR_INVALID_ARG,
-                        "the prompt holds %d image placeholder%s (image pad, id %d) for %d "
-                        "--image file%s: give one per image, in order",
-                        pads, pads == 1 ? "" : "s", v->image_token, o->images.n,
-                        o->images.n == 1 ? "" : "s");
-    int64_t total = *n_ids - pads;
+    else if (pads != o->images.n) /* said before any image is decoded */
+        st = kiln_cli_image_expand(lm, ids, n_ids, imgs, o->images.n, NULL, NULL);
     for (int k = 0; !st && k < o->images.n; k++) {
-        uint8_t *rgb;
-        int h, w, gt, gh, gw;
-        double t0 = now_ms();
-        if ((st = kiln_image_load(o->images.v[k], &rgb, &h, &w))) break;
-        st = kiln_llm_encode_rgb(sess, lm, rgb, h, w, &imgs[k]);
-        kiln_image_free(rgb);
-        if (st) {
-            st = kiln_error_wrap(st, "image '%s'", o->images.v[k]);
-            break;
-        }
-        kiln_llm_image_grid(imgs[k], &gt, &gh, &gw);
-        total += kiln_llm_image_tokens(imgs[k]);
-        if (!o->no_stats)
-            fprintf(stderr,
-                    "kiln generate: image %d '%s': %d x %d pixels, resized to %d x %d, %d "
-                    "tokens, encoded in %.1f ms\n",
-                    k + 1, o->images.v[k], w, h, gw * v->patch, gh * v->patch,
-                    kiln_llm_image_tokens(imgs[k]), now_ms() - t0);
+        char info[512];
+        st = kiln_cli_image_encode(sess, lm, o->images.v[k], &imgs[k], info, sizeof info);
+        if (!st && !o->no_stats) fprintf(stderr, "kiln generate: image %d %s\n", k + 1, info);
     }
-    int32_t *out = NULL;
-    if (!st && total > INT32_MAX / 2)
-        st = kiln_error(KILN_ERR_INVALID_ARG, "the prompt with its images is too long");
-    if (!st && !(out = malloc(sizeof *out * (size_t)total)))
-        st = kiln_error(KILN_ERR_NOMEM, "out of memory");
-    if (!st) {
-        int n = 0, k = 0;
-        for (int i = 0; i < *n_ids; i++) {
-            if ((*ids)[i] != v->image_token) {
-                out[n++] = (*ids)[i];
-                continue;
-            }
-            for (int j = 0; j < kiln_llm_image_tokens(imgs[k]); j++)
-                out[n++] = v->image_token;
-            k++;
-        }
-        free(*ids);
-        *ids = out, *n_ids = n;
-    }
+    if (!st) st = kiln_cli_image_expand(lm, ids, n_ids, imgs, o->images.n, NULL, NULL);
     kiln_llm_free(lm);
     return st;
 }
