@@ -10,7 +10,8 @@
 #   3. Configures and builds with cmake (-DGGML_NATIVE=ON -DCMAKE_BUILD_TYPE=Release
 #      -DLLAMA_CURL=OFF, shared libllama), targets:
 #        llama-bench, llama-completion (or llama-cli if this llama.cpp has no
-#        llama-completion target), llama-perplexity, llama-quantize, llama.
+#        llama-completion target), llama-perplexity, llama-quantize, llama,
+#        and llama-mtmd-cli where the tree has it (images, bench/vl.sh).
 #   4. Finds the llama.cpp commit and prints it with the bin dir.
 #   Every step is skipped when already done, so a second run is fast. The build
 #   step runs again (incrementally) whenever one of the expected outputs is missing.
@@ -190,6 +191,9 @@ choose_targets() {
     for t in "${TOOL_TARGETS[@]}" llama; do
         has_target "$t" || die "target $t not found in this llama.cpp"
     done
+    # images (bench/vl.sh), where this llama.cpp has the multimodal tool
+    if has_target llama-mtmd-cli; then TOOL_TARGETS+=(llama-mtmd-cli)
+    else log "no llama-mtmd-cli target: bench/vl.sh runs Kiln alone"; fi
 }
 
 outputs_present() {
