@@ -219,6 +219,12 @@ kiln_status kiln_cli_chat_encode(const kiln_tokenizer *tok, const char *text, si
 /* Images (cmd_chat.c). The model's image placeholder, as its tokenizer
  * writes vision start, image pad and vision end, into *out (free()). */
 kiln_status kiln_cli_image_placeholder(const kiln_llm *lm, const kiln_tokenizer *tok, char **out);
+/* n placeholders, then text, into *out (free()): a user turn of n images
+ * and then text, as Qwen3-VL's template renders it. */
+kiln_status kiln_cli_images_then_text(const char *placeholder, int n, const char *text, char **out);
+/* An error unless ids hold one image pad per image (n_imgs), in the
+ * program's pad id; said before any image is decoded. */
+kiln_status kiln_cli_image_check(const kiln_llm *lm, const int32_t *ids, int n_ids, int n_imgs);
 /* Loads an image file (PNG, JPEG, uint8 .npy) and encodes it into *out;
  * info (when not NULL) receives a line of what was done: its size, the
  * size it was resized to, its tokens and the time taken. */

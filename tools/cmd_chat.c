@@ -163,6 +163,21 @@ kiln_status kiln_cli_chat_encode(const kiln_tokenizer *tok, const char *text, si
     return KILN_OK;
 }
 
+/* Appends len bytes to the NUL-terminated text *s of *n bytes in a buffer
+ * of *cap; 0, or -1 out of memory (the text as it was). */
+static int text_append(char **s, size_t *n, size_t *cap, const char *p, size_t len) {
+    if (*n + len + 1 > *cap) {
+        size_t c = (*n + len + 1) * 2;
+        char *t = realloc(*s, c);
+        if (!t) return -1;
+        *s = t, *cap = c;
+    }
+    memcpy(*s + *n, p, len);
+    *n += len;
+    (*s)[*n] = 0;
+    return 0;
+}
+
 /* ---- images (vision-language programs) ---------------------------------- */
 
 kiln_status kiln_cli_image_placeholder(const kiln_llm *lm, const kiln_tokenizer *tok, char **out) {
@@ -190,6 +205,35 @@ kiln_status kiln_cli_image_placeholder(const kiln_llm *lm, const kiln_tokenizer 
     }
     s[n] = 0;
     *out = s;
+    return KILN_OK;
+}
+
+kiln_status kiln_cli_images_then_text(const char *placeholder, int n, const char *text,
+                                      char **out) {
+    char *s = NULL;
+    size_t len = 0, cap = 0;
+    int oom = 0;
+    for (int i = 0; i < n && !oom; i++)
+        oom = text_append(&s, &len, &cap, placeholder, strlen(placeholder));
+    if (oom || text_append(&s, &len, &cap, text, strlen(text))) {
+        free(s);
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    }
+    *out = s;
+    return KILN_OK;
+}
+
+kiln_status kiln_cli_image_check(const kiln_llm *lm, const int32_t *ids, int n_ids, int n_imgs) {
+    const kiln_llm_vision *v = kiln_llm_get_vision(lm);
+    int pads = 0;
+    for (int i = 0; v && i < n_ids; i++)
+        pads += ids[i] == v->image_token;
+    if (pads != n_imgs)
+        return kiln_error(KILN_ERR_INVALID_ARG,
+                          "the prompt holds %d image placeholder%s (image pad, id %d) for %d "
+                          "image%s: give one per image, in order",
+                          pads, pads == 1 ? "" : "s", v ? v->image_token : -1, n_imgs,
+                          n_imgs == 1 ? "" : "s");
     return KILN_OK;
 }
 
@@ -223,17 +267,10 @@ kiln_status kiln_cli_image_encode(kiln_session *sess, const kiln_llm *lm, const 
 kiln_status kiln_cli_image_expand(const kiln_llm *lm, int32_t **ids, int *n_ids,
                                   kiln_llm_image *const *imgs, int n_imgs, const int *serial,
                                   int **row_serial) {
+    kiln_status st = kiln_cli_image_check(lm, *ids, *n_ids, n_imgs);
+    if (st) return st;
     const kiln_llm_vision *v = kiln_llm_get_vision(lm);
-    int pads = 0;
-    for (int i = 0; v && i < *n_ids; i++)
-        pads += (*ids)[i] == v->image_token;
-    if (pads != n_imgs)
-        return kiln_error(KILN_ERR_INVALID_ARG,
-                          "the prompt holds %d image placeholder%s (image pad, id %d) for %d "
-                          "image%s: give one per image, in order",
-                          pads, pads == 1 ? "" : "s", v ? v->image_token : -1, n_imgs,
-                          n_imgs == 1 ? "" : "s");
-    int64_t total = *n_ids - pads;
+    int64_t total = *n_ids - n_imgs; /* one pad per image */
     for (int k = 0; k < n_imgs; k++)
         total += kiln_llm_image_tokens(imgs[k]);
     if (total > INT32_MAX / 2)
@@ -378,78 +415,64 @@ static kiln_status message_content(const kiln_json *c, const char *file, size_t 
                                    chat_images *im) {
     if (c->type == KILN_JSON_STRING)
         return (*out = strdup(c->s)) ? KILN_OK : kiln_error(KILN_ERR_NOMEM, "out of memory");
-    size_t len = 1;
-    for (int pass = 0; pass < 2; pass++) {
-        char *t = pass ? malloc(len) : NULL;
-        if (pass && !t) return kiln_error(KILN_ERR_NOMEM, "out of memory");
-        if (t) t[0] = 0;
-        for (size_t k = 0; k < c->len; k++) {
-            const kiln_json *part = &c->items[k], *type = kiln_json_get(part, "type");
-            const char *ty = type && type->type == KILN_JSON_STRING ? type->s : "";
-            const kiln_json *v = NULL;
-            if (!strcmp(ty, "text")) {
-                v = kiln_json_get(part, "text");
-                if (v && v->type == KILN_JSON_STRING && strlen(v->s) == v->len) {
-                    if (t)
-                        strcat(t, v->s);
-                    else
-                        len += v->len;
-                    continue;
-                }
-                free(t);
-                return kiln_error(KILN_ERR_FORMAT,
-                                  "'%s': message %zu part %zu: a text part needs a string "
-                                  "'text' without NUL bytes",
-                                  file, i, k);
-            }
-            if (!strcmp(ty, "image"))
-                for (int j = 0; j < 3 && !(v && v->type == KILN_JSON_STRING); j++)
-                    v = kiln_json_get(part, (const char *[]){"image", "path", "url"}[j]);
-            else if (!strcmp(ty, "image_url") && (v = kiln_json_get(part, "image_url")))
-                v = v->type == KILN_JSON_OBJECT ? kiln_json_get(v, "url") : v;
-            else {
-                free(t);
-                return kiln_error(KILN_ERR_UNSUPPORTED,
-                                  "'%s': message %zu part %zu: type '%.40s': Kiln reads text "
-                                  "and image parts",
-                                  file, i, k, ty);
-            }
-            const char *path = v && v->type == KILN_JSON_STRING ? v->s : NULL;
-            kiln_status st = KILN_OK;
-            if (!path || !*path)
+    char *t = NULL;
+    size_t len = 0, cap = 0;
+    kiln_status st =
+        text_append(&t, &len, &cap, "", 0) ? kiln_error(KILN_ERR_NOMEM, "out of memory") : KILN_OK;
+    for (size_t k = 0; !st && k < c->len; k++) {
+        const kiln_json *part = &c->items[k], *type = kiln_json_get(part, "type");
+        const char *ty = type && type->type == KILN_JSON_STRING ? type->s : "";
+        const kiln_json *v = NULL;
+        if (!strcmp(ty, "text")) {
+            v = kiln_json_get(part, "text");
+            if (!v || v->type != KILN_JSON_STRING || strlen(v->s) != v->len)
                 st = kiln_error(KILN_ERR_FORMAT,
-                                "'%s': message %zu part %zu: an image part needs the image "
-                                "file's path ('image', 'path' or 'url')",
+                                "'%s': message %zu part %zu: a text part needs a string "
+                                "'text' without NUL bytes",
                                 file, i, k);
-            else if (!strncmp(path, "file://", 7))
-                path += 7;
-            else if (strstr(path, "://") || !strncmp(path, "data:", 5))
-                st = kiln_error(KILN_ERR_UNSUPPORTED,
-                                "'%s': message %zu part %zu: image '%.80s': Kiln reads image "
-                                "files (a path or file://), not URLs or data URIs",
-                                file, i, k, path);
-            if (!st && !placeholder)
-                st = kiln_error(KILN_ERR_INVALID_ARG,
-                                "'%s': message %zu part %zu: an image, and the program has no "
-                                "vision encoder (or none was given: -m)",
-                                file, i, k);
-            if (st) {
-                free(t);
-                return st;
-            }
-            if (!t) {
-                len += strlen(placeholder);
-                continue;
-            }
-            strcat(t, placeholder);
-            if (images_add(im, path, ++*serial)) {
-                free(t);
-                return kiln_error(KILN_ERR_NOMEM, "out of memory");
-            }
+            else if (text_append(&t, &len, &cap, v->s, v->len))
+                st = kiln_error(KILN_ERR_NOMEM, "out of memory");
+            continue;
         }
-        if (t) *out = t;
+        if (!strcmp(ty, "image"))
+            for (int j = 0; j < 3 && !(v && v->type == KILN_JSON_STRING); j++)
+                v = kiln_json_get(part, (const char *[]){"image", "path", "url"}[j]);
+        else if (!strcmp(ty, "image_url") && (v = kiln_json_get(part, "image_url")))
+            v = v->type == KILN_JSON_OBJECT ? kiln_json_get(v, "url") : v;
+        else {
+            st = kiln_error(KILN_ERR_UNSUPPORTED,
+                            "'%s': message %zu part %zu: type '%.40s': Kiln reads text and "
+                            "image parts",
+                            file, i, k, ty);
+            break;
+        }
+        const char *path = v && v->type == KILN_JSON_STRING ? v->s : NULL;
+        if (!path || !*path)
+            st = kiln_error(KILN_ERR_FORMAT,
+                            "'%s': message %zu part %zu: an image part needs the image file's "
+                            "path ('image', 'path' or 'url')",
+                            file, i, k);
+        else if (!strncmp(path, "file://", 7))
+            path += 7;
+        else if (strstr(path, "://") || !strncmp(path, "data:", 5))
+            st = kiln_error(KILN_ERR_UNSUPPORTED,
+                            "'%s': message %zu part %zu: image '%.80s': Kiln reads image files "
+                            "(a path or file://), not URLs or data URIs",
+                            file, i, k, path);
+        if (!st && !placeholder)
+            st = kiln_error(KILN_ERR_INVALID_ARG,
+                            "'%s': message %zu part %zu: an image, and the program has no "
+                            "vision encoder (or none was given: -m)",
+                            file, i, k);
+        if (!st && (text_append(&t, &len, &cap, placeholder, strlen(placeholder)) ||
+                    images_add(im, path, ++*serial)))
+            st = kiln_error(KILN_ERR_NOMEM, "out of memory");
     }
-    return KILN_OK;
+    if (st)
+        free(t);
+    else
+        *out = t;
+    return st;
 }
 
 /* Reads and checks a --messages file: *list is borrowed from *doc, which
@@ -533,16 +556,7 @@ typedef struct {
 static void answer_put(answer *a, const char *s, size_t len) {
     if (!s || !len) return;
     fwrite(s, 1, len, stdout);
-    if (a->n + len + 1 > a->cap) {
-        size_t cap = (a->n + len + 1) * 2;
-        char *t = realloc(a->text, cap);
-        if (!t) return;
-        a->text = t;
-        a->cap = cap;
-    }
-    memcpy(a->text + a->n, s, len);
-    a->n += len;
-    a->text[a->n] = 0;
+    text_append(&a->text, &a->n, &a->cap, s, len); /* out of memory: the text is cut */
 }
 
 static int on_token(void *user, int32_t id) {
@@ -641,12 +655,13 @@ static void rendered_free(rendered *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* Encodes an image the first time a render needs it (said on stderr). */
-static kiln_status image_ready(conversation *c, chat_image *im) {
+/* Encodes an image the first time it is needed (said on stderr, with
+ * `note` after). */
+static kiln_status image_ready(conversation *c, chat_image *im, const char *note) {
     if (im->enc) return KILN_OK;
     char info[512];
     kiln_status st = kiln_cli_image_encode(c->sess, c->lm, im->path, &im->enc, info, sizeof info);
-    if (!st) fprintf(stderr, "kiln chat: image %s\n", info);
+    if (!st) fprintf(stderr, "kiln chat: image %s%s\n", info, note);
     return st;
 }
 
@@ -656,26 +671,32 @@ static kiln_status render_ids(conversation *c, int head, int from, rendered *r) 
     memset(r, 0, sizeof *r);
     int n = (head ? 1 : 0) + c->n_conv - from, n_imgs = 0, k = 0;
     kiln_chat_message *m = malloc(sizeof *m * (size_t)(n ? n : 1));
-    if (!m) return kiln_error(KILN_ERR_NOMEM, "out of memory");
-    for (int i = head ? -1 : from; i < c->n_conv; i++) {
-        int j = i < 0 ? 0 : i;
-        m[k++] = c->conv[j];
-        n_imgs += c->imgs[j].n;
-        if (i < 0) i = from - 1;
+    int *which = malloc(sizeof *which * (size_t)(n ? n : 1)); /* indices into c->conv */
+    if (!m || !which) {
+        free(m);
+        free(which);
+        return kiln_error(KILN_ERR_NOMEM, "out of memory");
+    }
+    if (head) which[k++] = 0;
+    for (int i = from; i < c->n_conv; i++)
+        which[k++] = i;
+    for (int j = 0; j < n; j++) {
+        m[j] = c->conv[which[j]];
+        n_imgs += c->imgs[which[j]].n;
     }
     int *serial = malloc(sizeof *serial * (size_t)(n_imgs ? n_imgs : 1));
     kiln_status st = KILN_OK;
     if (!serial || !(r->imgs = malloc(sizeof *r->imgs * (size_t)(n_imgs ? n_imgs : 1))))
         st = kiln_error(KILN_ERR_NOMEM, "out of memory");
-    for (int i = head ? -1 : from; !st && i < c->n_conv; i++) {
-        int j = i < 0 ? 0 : i;
-        for (int q = 0; !st && q < c->imgs[j].n; q++) {
-            st = image_ready(c, &c->imgs[j].v[q]);
-            serial[r->n_imgs] = c->imgs[j].v[q].serial;
-            r->imgs[r->n_imgs++] = c->imgs[j].v[q].enc;
+    for (int j = 0; !st && j < n; j++) {
+        chat_images *im = &c->imgs[which[j]];
+        for (int q = 0; !st && q < im->n; q++) {
+            st = image_ready(c, &im->v[q], "");
+            serial[r->n_imgs] = im->v[q].serial;
+            r->imgs[r->n_imgs++] = im->v[q].enc;
         }
-        if (i < 0) i = from - 1;
     }
+    free(which);
     char *text = NULL;
     size_t len;
     kiln_chat_options co = c->co;
@@ -714,7 +735,7 @@ static int load_history(conversation *c, const options *opt) {
         st = message_content(kiln_json_get(&list->items[i], "content"), opt->messages, i,
                              c->placeholder, &c->serial, &content, &im);
         for (int k = 0; !st && k < im.n; k++) /* a bad image is said now */
-            if ((st = image_ready(c, &im.v[k])))
+            if ((st = image_ready(c, &im.v[k], "")))
                 st = kiln_error_wrap(st, "'%s': message %zu", opt->messages, i);
         if (!st && conv_push_images(c, kiln_json_get(&list->items[i], "role")->s, content, &im))
             st = kiln_error(KILN_ERR_NOMEM, "out of memory");
@@ -925,18 +946,11 @@ static void attach_image(conversation *c, const char *path) {
                         "/image: the program has no vision encoder (no method 'encode_image')");
     else if (images_add(&c->pending, path, c->serial + 1))
         st = kiln_error(KILN_ERR_NOMEM, "out of memory");
-    else {
-        chat_image *im = &c->pending.v[c->pending.n - 1];
-        char info[512];
-        st = kiln_cli_image_encode(c->sess, c->lm, path, &im->enc, info, sizeof info);
-        if (st) {
-            free(im->path);
-            c->pending.n--;
-        } else {
-            c->serial++;
-            fprintf(stderr, "kiln chat: image %s; it goes with the next message\n", info);
-        }
-    }
+    else if ((st = image_ready(c, &c->pending.v[c->pending.n - 1],
+                               "; it goes with the next message")))
+        free(c->pending.v[--c->pending.n].path);
+    else
+        c->serial++;
     if (st) {
         fprintf(stderr, "kiln chat: error: %s\n", kiln_last_error());
         c->skipped++;
@@ -946,13 +960,9 @@ static void attach_image(conversation *c, const char *path) {
 /* A user line with the pending images before its text, as Qwen3-VL's
  * template renders images then text; 0 or -1 out of memory. */
 static int push_user(conversation *c, const char *line) {
-    size_t n = (size_t)c->pending.n * (c->placeholder ? strlen(c->placeholder) : 0);
-    char *t = malloc(n + strlen(line) + 1);
-    if (!t) return -1;
-    t[0] = 0;
-    for (int i = 0; i < c->pending.n; i++)
-        strcat(t, c->placeholder);
-    strcat(t, line);
+    char *t = NULL; /* pending images imply a placeholder */
+    if (kiln_cli_images_then_text(c->placeholder ? c->placeholder : "", c->pending.n, line, &t))
+        return -1;
     int rc = conv_push_images(c, "user", t, &c->pending);
     free(t);
     return rc;

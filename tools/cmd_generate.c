@@ -313,18 +313,11 @@ static kiln_status image_turn(const kiln_program *prog, const kiln_tokenizer *to
     kiln_llm *lm;
     kiln_status st = kiln_llm_bind(prog, &lm);
     if (st) return st;
-    char *ph = NULL, *s = NULL;
+    char *ph = NULL;
     if ((st = kiln_cli_image_placeholder(lm, tok, &ph)))
         st = kiln_error_wrap(st, "--image");
-    else if (!(s = malloc((size_t)n * strlen(ph) + strlen(text) + 1)))
-        st = kiln_error(KILN_ERR_NOMEM, "out of memory");
-    else {
-        s[0] = 0;
-        for (int i = 0; i < n; i++)
-            strcat(s, ph);
-        strcat(s, text);
-        *out = s;
-    }
+    else
+        st = kiln_cli_images_then_text(ph, n, text, out);
     free(ph);
     kiln_llm_free(lm);
     return st;
@@ -375,15 +368,11 @@ static kiln_status attach_images(const options *o, kiln_session *sess, int32_t *
     kiln_llm *lm;
     kiln_status st = kiln_llm_bind(kiln_session_program(sess), &lm);
     if (st) return st;
-    const kiln_llm_vision *v = kiln_llm_get_vision(lm);
-    int pads = 0;
-    for (int i = 0; v && i < *n_ids; i++)
-        pads += (*ids)[i] == v->image_token;
-    if (!v)
+    if (!kiln_llm_get_vision(lm))
         st = kiln_error(KILN_ERR_INVALID_ARG,
                         "--image: the program has no vision encoder (no method 'encode_image')");
-    else if (pads != o->images.n) /* said before any image is decoded */
-        st = kiln_cli_image_expand(lm, ids, n_ids, imgs, o->images.n, NULL, NULL);
+    else
+        st = kiln_cli_image_check(lm, *ids, *n_ids, o->images.n);
     for (int k = 0; !st && k < o->images.n; k++) {
         char info[512];
         st = kiln_cli_image_encode(sess, lm, o->images.v[k], &imgs[k], info, sizeof info);

@@ -409,8 +409,6 @@ static kiln_status add_vision_tensor(kiln_module *m, const kiln_st_tensor *t,
 
 /* ---- config ---------------------------------------------------------------- */
 
-/* Qwen3-VL's vision_config. Every key that changes what the tower computes
- * is read; a value Kiln does not build is an error naming the key. */
 /* Every key of object o is one of known[0..n): else an error naming the
  * first other key and what (`part`) Kiln reads it for. */
 static kiln_status only_known_keys(const kiln_json *o, const char *what, const char *const *known,
@@ -426,6 +424,8 @@ static kiln_status only_known_keys(const kiln_json *o, const char *what, const c
     return KILN_OK;
 }
 
+/* Qwen3-VL's vision_config. Every key that changes what the tower computes
+ * is read; a value Kiln does not build is an error naming the key. */
 static kiln_status read_vision(const kiln_json *o, const char *what, kiln_vision_config *v) {
     const int MAX = 1 << 30;
     kiln_status st;
@@ -518,15 +518,15 @@ static kiln_status get_rgb(const kiln_json *o, const char *what, const char *key
     const kiln_json *a;
     kiln_status st = kiln_json_get_arr(o, what, key, 0, &a);
     if (st || !a) return st;
-    for (size_t i = 0; i < a->len && a->len == 3; i++)
-        if (a->items[i].type != KILN_JSON_NUMBER || (positive && !(a->items[i].num > 0))) goto bad;
-    if (a->len != 3) goto bad;
+    int ok = a->len == 3;
+    for (size_t i = 0; ok && i < 3; i++)
+        ok = a->items[i].type == KILN_JSON_NUMBER && (!positive || a->items[i].num > 0);
+    if (!ok)
+        return kiln_error(KILN_ERR_FORMAT, "%s: key '%s' should be 3 numbers (R, G, B)%s", what,
+                          key, positive ? ", each > 0" : "");
     for (int i = 0; i < 3; i++)
         out[i] = (float)a->items[i].num;
     return KILN_OK;
-bad:
-    return kiln_error(KILN_ERR_FORMAT, "%s: key '%s' should be 3 numbers (R, G, B)%s", what, key,
-                      positive ? ", each > 0" : "");
 }
 
 /* A processor switch that must be on (or absent): Kiln always does it. */
