@@ -44,6 +44,13 @@ CONV[unicode_space]='[{"role":"system","content":"\u00a0\u3000 sys\u2003\u000b"}
 declare -A TOOL_CONV
 TOOL_CONV[tool_result]='[{"role":"system","content":"  Use tools.  "},{"role":"user","content":"Weather in Paris?"},{"role":"assistant","content":"Let me check."},{"role":"tool","content":"{\"temp_c\": 18, \"sky\": \"cloudy <b>\"}\n\tback\\\\slash \u00e9 \u0001\u001f\u007f"},{"role":"ipython","content":"  raw  "},{"role":"user","content":"Thanks"}]'
 
+# Image parts (Qwen3-VL only): a part list in any role, OpenAI's image_url
+# form, two images in one message, images in a thinking history.
+declare -A VL_CONV
+VL_CONV[image_parts]='[{"role":"system","content":[{"type":"text","text":"Look."}]},{"role":"user","content":[{"type":"image","image":"a.png"},{"type":"text","text":"What?"},{"type":"image_url","image_url":{"url":"file:///x/b.png"}}]},{"role":"assistant","content":[{"type":"text","text":"A cat."}]},{"role":"user","content":"And now?"}]'
+VL_CONV[image_only]='[{"role":"user","content":[{"type":"image","path":"c.jpg"}]}]'
+VL_CONV[image_think]='[{"role":"user","content":[{"type":"text","text":"Q1 "},{"type":"image","image":"a.png"}]},{"role":"assistant","content":"<think>\nseen\n</think>\n\nA1"},{"role":"user","content":[{"type":"image","image":"b.png"},{"type":"text","text":"Q2"}]}]'
+
 # render_ref TEMPLATE_FILE CONV_FILE THINK(0/1/-) BOS [DATE_STRING]: what
 # jinja2 renders; DATE_STRING is passed as the template's date_string, as
 # apply_chat_template(..., date_string=D) does. strftime_now formats
@@ -98,9 +105,9 @@ compare() {
 check() {
   local fam=$1 t=$2 bos=$3 date=${4:-}
   local names=("${!CONV[@]}")
-  case $fam in llama3.*) names+=("${!TOOL_CONV[@]}") ;; esac
+  case $fam in llama3.*) names+=("${!TOOL_CONV[@]}") ;; qwen3vl*) names+=("${!VL_CONV[@]}") ;; esac
   for name in "${names[@]}"; do
-    local conv=${CONV[$name]:-${TOOL_CONV[$name]:-}}
+    local conv=${CONV[$name]:-${TOOL_CONV[$name]:-${VL_CONV[$name]:-}}}
     for think in - 0 1; do
       [ "$fam" != qwen3 ] && [ "$think" != - ] && continue
       local flag=() ref=("$t" "$think" "$bos")
@@ -130,6 +137,28 @@ else
   done
 fi
 
+# Qwen3-VL: third-party copies of its templates (tests/data/chat/README.md);
+# the Instruct one is the copy whose hash was published.
+VLT=$HERE/data/chat
+if [ "$(sha256sum "$VLT/qwen3vl-instruct.jinja" | cut -d' ' -f1)" = \
+  3636d0f0bd6bef02654cdffdc447b79cb2cef8ab02cc75267345946291a489e4 ]; then ok qwen3vl_template_is_the_published_one
+else bad qwen3vl_template_is_the_published_one "tests/data/chat/qwen3vl-instruct.jinja changed"; fi
+if [ "$HAVE_JINJA" = 1 ]; then
+  check qwen3vl "$VLT/qwen3vl-instruct.jinja" ""
+  check qwen3vl-thinking "$VLT/qwen3vl-thinking.jinja" ""
+fi
+# Instruct renders the images of user messages only: one elsewhere is an
+# error, not an image dropped; without a program, render-only still places
+# the format's own placeholder.
+printf '%s' '[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"image","image":"a.png"}]}]' >"$WORK/vl_asst.json"
+out=$("$KILN" chat --render-only --chat-template qwen3vl --messages "$WORK/vl_asst.json" 2>&1)
+if [ $? = 1 ] && grep -q "message 1 part 0: an image in a 'assistant' message; the qwen3vl template renders images in user messages only" <<<"$out"; then
+  ok qwen3vl_refuses_assistant_image
+else bad qwen3vl_refuses_assistant_image "$out"; fi
+out=$("$KILN" chat --render-only --chat-template chatml --messages "$WORK/vl_asst.json" 2>&1)
+if [ $? = 1 ] && grep -q "an image, and the program has no vision encoder" <<<"$out"; then ok chatml_without_program_has_no_images
+else bad chatml_without_program_has_no_images "$out"; fi
+
 # Llama-3.1/3.2/3.3: llama.cpp's copies of Meta's templates, from the
 # llama-cpp-python sdist (unpacked, or the tarball, in the cache; else
 # fetched with pip). Sets TDIR.
@@ -138,7 +167,8 @@ LLAMA_TEMPLATES=(meta-llama-Llama-3.1-8B-Instruct meta-llama-Llama-3.2-3B-Instru
 # Near relatives of the formats Kiln renders, which render differently: they
 # must be refused, not rendered as their relative.
 NEAR_TEMPLATES=(meetkai-functionary-medium-v3.1 meetkai-functionary-medium-v3.2 fireworks-ai-llama-3-firefunction-v2
-  HuggingFaceTB-SmolLM3-3B Qwen3.5-4B Qwen-QwQ-32B NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 Bielik-11B-v3.0-Instruct)
+  HuggingFaceTB-SmolLM3-3B Qwen3.5-4B Qwen-QwQ-32B NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 Bielik-11B-v3.0-Instruct
+  MiMo-VL)
 find_llama_templates() {
   local d tarball=$CACHE/llama.cpp/sdist/$SDIST.tar.gz
   for d in "$CACHE"/llama.cpp/src/*/vendor/llama.cpp/models/templates; do

@@ -2,7 +2,8 @@
 # test_chat_image.sh KILN: `kiln chat` with images on the tiny random
 # Qwen3-VL fixture (tests/data/hf/qwen3vl_tiny_f32), given here a small
 # byte-level tokenizer (ids 0-249 text, 250-255 the image, vision and ChatML
-# tokens) and a ChatML template. A chat turn with "/image" answers as
+# tokens) and Qwen3-VL Instruct's template in chat_template.json, as its
+# repositories keep it (tests/data/chat). A chat turn with "/image" answers as
 # `kiln generate --chat --image` does; a second turn with another image,
 # which reuses the cached rows and the first image's tokens, answers as a
 # fresh chat on the same conversation from --messages (image parts) does;
@@ -19,7 +20,7 @@ D=$HERE/data/hf/qwen3vl_tiny_f32
 mkdir "$WORK/vl"
 cp "$D/config.json" "$D/generation_config.json" "$D/preprocessor_config.json" \
   "$D/model.safetensors" "$WORK/vl/"
-python3 - "$WORK/vl" <<'PY'
+python3 - "$WORK/vl" "$HERE/data/chat/qwen3vl-instruct.jinja" <<'PY'
 import json, sys
 # GPT-2's byte-to-character table (what a ByteLevel pre-tokenizer maps to)
 bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
@@ -47,11 +48,10 @@ json.dump({"version": "1.0", "added_tokens": added, "normalizer": None,
            "model": {"type": "BPE", "dropout": None, "unk_token": None, "fuse_unk": False,
                      "byte_fallback": False, "vocab": vocab, "merges": []}},
           open(sys.argv[1] + "/tokenizer.json", "w"))
-json.dump({"eos_token": "<|im_end|>", "bos_token": None,
-           "chat_template": "{% for message in messages %}{{'<|im_start|>' + message['role'] + "
-                            "'\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
-                            "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"},
+json.dump({"eos_token": "<|im_end|>", "bos_token": None},
           open(sys.argv[1] + "/tokenizer_config.json", "w"))
+# Qwen3-VL-Instruct's own template, where its repositories keep it
+json.dump({"chat_template": open(sys.argv[2]).read()}, open(sys.argv[1] + "/chat_template.json", "w"))
 PY
 P=$WORK/vl.kiln
 expect compile 0 "wrote" -- "$KILN" compile "$WORK/vl" -o "$P" --prefill 8 --max-seq 256
@@ -139,6 +139,14 @@ want='<|im_start|>user
 <|vision_start|><|image_pad|><|vision_end|>What is it?<|im_end|>'
 if [ "${r#"$want"}" != "$r" ]; then ok "render_only_places_images"
 else bad render_only_places_images "$(head -3 <<<"$r")"; fi
+
+# the folder's chat_template.json was imported and detected as Qwen3-VL's:
+# a later system message is dropped, as that template drops it
+echo '[{"role": "system", "content": "S"}, {"role": "user", "content": "a"}, {"role": "system", "content": "late"}, {"role": "user", "content": "b"}]' >"$WORK/late.json"
+r=$("$KILN" chat -m "$P" --render-only --messages "$WORK/late.json")
+want=$(printf '<|im_start|>system\nS<|im_end|>\n<|im_start|>user\na<|im_end|>\n<|im_start|>user\nb<|im_end|>\n<|im_start|>assistant')
+if [ "$r" = "$want" ]; then ok "chat_template_json_is_qwen3vl"
+else bad chat_template_json_is_qwen3vl "$r"; fi
 
 # wrong inputs
 printf '/image %s\nHi\n' "$WORK/nothing.png" | chat >"$WORK/e1.out" 2>"$WORK/e1.err"

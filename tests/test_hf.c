@@ -407,6 +407,43 @@ TEST(chat_template_from_tokenizer_config) {
     kiln_program_close(prog);
 }
 
+/* Processor-era folders (Qwen-VL's) keep the template in chat_template.json;
+ * tokenizer_config.json's, when it has one, comes first. */
+TEST(chat_template_from_chat_template_json) {
+    const char *dir = llama_copy("tmpl_json");
+    ASSERT(dir);
+    char p[1100];
+    snprintf(p, sizeof p, "%s/chat_template.json", dir);
+    const char *cj = "{\"chat_template\": \"{%- for m in messages %}\\u00e9{% endfor %}\"}";
+    ASSERT(kt_write_file(p, cj, strlen(cj)) == 0);
+    ASSERT_OK(kt_compile(dir, NULL, kt_path("tmpl_json.kiln"), 8, 32, NULL));
+    kiln_program *prog;
+    ASSERT_OK(kiln_program_open(kt_path("tmpl_json.kiln"), &prog));
+    ASSERT_STR_EQ(kiln_program_meta_str(prog, "tokenizer.chat_template"),
+                  "{%- for m in messages %}\xc3\xa9{% endfor %}");
+    kiln_program_close(prog);
+    /* A template that is not a string, or holds a NUL, names the file. */
+    const char *bad[] = {"{\"chat_template\": 3}", "{\"chat_template\": \"a\\u0000b\"}",
+                         "{\"template\": \"x\"}"};
+    const char *why[] = {"key 'chat_template' should be a string", "holds a NUL",
+                         "key 'chat_template' is missing"};
+    for (int i = 0; i < 3; i++) {
+        ASSERT(kt_write_file(p, bad[i], strlen(bad[i])) == 0);
+        ASSERT(kt_compile(dir, NULL, kt_path("tmpl_json.kiln"), 8, 32, NULL) == KILN_ERR_FORMAT);
+        ASSERT_CONTAINS(kiln_last_error(), "tmpl_json/chat_template.json'");
+        ASSERT_CONTAINS(kiln_last_error(), why[i]);
+    }
+    /* tokenizer_config.json's template wins. */
+    ASSERT(kt_write_file(p, cj, strlen(cj)) == 0);
+    snprintf(p, sizeof p, "%s/tokenizer_config.json", dir);
+    const char *tc = "{\"chat_template\": \"from the tokenizer\"}";
+    ASSERT(kt_write_file(p, tc, strlen(tc)) == 0);
+    ASSERT_OK(kt_compile(dir, NULL, kt_path("tmpl_json.kiln"), 8, 32, NULL));
+    ASSERT_OK(kiln_program_open(kt_path("tmpl_json.kiln"), &prog));
+    ASSERT_STR_EQ(kiln_program_meta_str(prog, "tokenizer.chat_template"), "from the tokenizer");
+    kiln_program_close(prog);
+}
+
 /* Every allocation of an import fails once in turn: a clean error each
  * time, never a crash or a leak (ASan checks the leaks). */
 TEST(import_survives_allocation_failures) {
@@ -1375,8 +1412,9 @@ TEST(many_damaged_configs_and_safetensors) {
 
 TEST_MAIN(many_damaged_configs_and_safetensors, logits_match_transformers,
           a_changed_weight_is_detected, config_and_metadata, chat_template_from_tokenizer_config,
-          tokenizer_matches_transformers, import_survives_allocation_failures, json_values,
-          json_errors_name_offset_and_expectation, json_typed_getters, json_strict_integers,
-          json_large_object, config_errors_name_file_and_key, vl_config_errors_name_the_key,
+          chat_template_from_chat_template_json, tokenizer_matches_transformers,
+          import_survives_allocation_failures, json_values, json_errors_name_offset_and_expectation,
+          json_typed_getters, json_strict_integers, json_large_object,
+          config_errors_name_file_and_key, vl_config_errors_name_the_key,
           safetensors_errors_name_file_and_tensor, safetensors_cover_their_data_exactly,
           sharded_index_errors)

@@ -34,8 +34,9 @@ static const kiln_cli_flag FLAGS[] = {
      .help = "Qwen3's thinking switch (default: think)"},
     {KILN_CLI_STR, "--chat-template", "NAME|FILE", OPT(chat_template),
      .help = "chatml, smollm2, qwen3, llama3, llama3.1,\n"
-             "llama3.2, llama3.3, or a Jinja file whose format is\n"
-             "detected (default: the program's)"},
+             "llama3.2, llama3.3, qwen3vl, qwen3vl-thinking, or a\n"
+             "Jinja file whose format is detected (default: the\n"
+             "program's)"},
     {KILN_CLI_STR, "--chat-date", "DATE", OPT(date),
      .help = "Llama-3.1+'s \"Today Date\" (e.g. \"26 Jul 2024\");\n"
              "default: $KILN_CHAT_DATE, else the template's own\n"
@@ -117,7 +118,8 @@ kiln_status kiln_cli_chat_format(const kiln_program *prog, const char *override,
     if (!f)
         return kiln_error(KILN_ERR_IO,
                           "--chat-template '%s' is neither chatml, smollm2, qwen3, llama3, "
-                          "llama3.1, llama3.2, llama3.3 nor a readable file",
+                          "llama3.1, llama3.2, llama3.3, qwen3vl, qwen3vl-thinking nor a "
+                          "readable file",
                           override);
     size_t cap = 1 << 16, n = 0, got;
     char *t = malloc(cap);
@@ -408,11 +410,13 @@ static int images_add(chat_images *im, const char *path, int serial) {
  * parts ({"type": "text", "text"}, {"type": "image", "image" | "path" |
  * "url"}, {"type": "image_url", "image_url": {"url"}}, as transformers and
  * OpenAI write them) as its texts with the model's placeholder for each
- * image, in order (what Qwen3-VL's template renders), the images' files
- * into *im. placeholder NULL: the program takes no images. */
-static kiln_status message_content(const kiln_json *c, const char *file, size_t i,
-                                   const char *placeholder, int *serial, char **out,
-                                   chat_images *im) {
+ * image, in order (what Qwen3-VL's templates render), the images' files
+ * into *im. placeholder NULL: the program takes no images. Qwen3-VL
+ * Instruct's template renders the images of user messages only: one in
+ * another role is an error, not an image dropped. */
+static kiln_status message_content(const kiln_json *c, const char *file, size_t i, const char *role,
+                                   kiln_chat_format fmt, const char *placeholder, int *serial,
+                                   char **out, chat_images *im) {
     if (c->type == KILN_JSON_STRING)
         return (*out = strdup(c->s)) ? KILN_OK : kiln_error(KILN_ERR_NOMEM, "out of memory");
     char *t = NULL;
@@ -464,6 +468,11 @@ static kiln_status message_content(const kiln_json *c, const char *file, size_t 
                             "'%s': message %zu part %zu: an image, and the program has no "
                             "vision encoder (or none was given: -m)",
                             file, i, k);
+        if (!st && fmt == KILN_CHAT_QWEN3VL && strcmp(role, "user"))
+            st = kiln_error(KILN_ERR_UNSUPPORTED,
+                            "'%s': message %zu part %zu: an image in a '%.20s' message; the "
+                            "qwen3vl template renders images in user messages only",
+                            file, i, k, role);
         if (!st && (text_append(&t, &len, &cap, placeholder, strlen(placeholder)) ||
                     images_add(im, path, ++*serial)))
             st = kiln_error(KILN_ERR_NOMEM, "out of memory");
@@ -518,14 +527,16 @@ static int render_only(const char *cmd, const char *model, const char *tmpl, con
     if (model) st = kiln_program_open(model, &prog);
     if (!st) st = kiln_cli_chat_format(prog, tmpl, &fmt);
     if (!st && prog) st = program_placeholder(prog, &ph);
+    const char *fph = st || prog ? NULL : kiln_chat_format_image_placeholder(fmt);
+    if (fph && !(ph = strdup(fph))) st = kiln_error(KILN_ERR_NOMEM, "out of memory");
     if (!st) st = load_messages(messages, &text, &doc, &list);
     if (!st && !(m = calloc(list->len + 1, sizeof *m)))
         st = kiln_error(KILN_ERR_NOMEM, "out of memory");
     for (; !st && n < list->len; n++) {
         char *content = NULL;
         m[n].role = kiln_json_get(&list->items[n], "role")->s;
-        st = message_content(kiln_json_get(&list->items[n], "content"), messages, n, ph, &serial,
-                             &content, &im);
+        st = message_content(kiln_json_get(&list->items[n], "content"), messages, n, m[n].role, fmt,
+                             ph, &serial, &content, &im);
         m[n].content = content;
     }
     if (!st) st = kiln_chat_render_with(fmt, m, (int)list->len, co, &out, &len);
@@ -733,7 +744,8 @@ static int load_history(conversation *c, const options *opt) {
         char *content = NULL;
         chat_images im = {0};
         st = message_content(kiln_json_get(&list->items[i], "content"), opt->messages, i,
-                             c->placeholder, &c->serial, &content, &im);
+                             kiln_json_get(&list->items[i], "role")->s, c->fmt, c->placeholder,
+                             &c->serial, &content, &im);
         for (int k = 0; !st && k < im.n; k++) /* a bad image is said now */
             if ((st = image_ready(c, &im.v[k], "")))
                 st = kiln_error_wrap(st, "'%s': message %zu", opt->messages, i);

@@ -51,8 +51,8 @@ static const kiln_cli_flag FLAGS[] = {
      .help = "Qwen3's thinking switch (--chat; default think)"},
     {KILN_CLI_STR, "--chat-template", "NAME|FILE", OPT(chat_template),
      .help = "chatml, smollm2, qwen3, llama3, llama3.1,\n"
-             "llama3.2, llama3.3 or a Jinja file\n"
-             "(--chat; default: the program's template)"},
+             "llama3.2, llama3.3, qwen3vl, qwen3vl-thinking or a\n"
+             "Jinja file (--chat; default: the program's template)"},
     {KILN_CLI_SET, "--print-ids", NULL, OPT(print_ids), .lo = 1,
      .help = "print only the generated ids on one line"},
     {KILN_CLI_STR, "--stats-json", "FILE", OPT(stats_json), .path = KILN_CLI_OUT_FILE,

@@ -434,7 +434,16 @@ KILN_API kiln_status kiln_generate_check(const kiln_program *program, const int3
  *           DATE is "26 Jul 2024" unless overridden (kiln_chat_options.date);
  *   LLAMA32 Llama-3.2: LLAMA31 with today's date ("02 Dec 2026": the
  *           template's strftime_now("%d %b %Y"), local time, English month
- *           names) unless overridden.
+ *           names) unless overridden;
+ *   QWEN3VL Qwen3-VL Instruct: ChatML, the first system message leading and
+ *           later system messages dropped (the template's loop renders only
+ *           user and assistant messages);
+ *   QWEN3VL_THINKING  Qwen3-VL Thinking: QWEN3's rendering, whose
+ *           generation prompt always opens a think block:
+ *           "<|im_start|>assistant\n<think>\n".
+ * Images are the caller's: a message's content holds the placeholder
+ * (kiln_chat_format_image_placeholder) where each image goes, as the
+ * templates render image parts.
  * Trimming is Jinja's (Python's str.strip(): Unicode whitespace too).
  * Thread-safe: no state (LLAMA31/32 read the environment variable
  * KILN_CHAT_DATE and the clock). */
@@ -446,6 +455,8 @@ typedef enum kiln_chat_format {
     KILN_CHAT_LLAMA3 = 4,
     KILN_CHAT_LLAMA31 = 5, /* also Llama-3.3 */
     KILN_CHAT_LLAMA32 = 6,
+    KILN_CHAT_QWEN3VL = 7,
+    KILN_CHAT_QWEN3VL_THINKING = 8,
 } kiln_chat_format;
 
 typedef struct kiln_chat_message {
@@ -467,11 +478,16 @@ KILN_API kiln_status kiln_chat_format_detect(const char *template_text, kiln_cha
 KILN_API kiln_status kiln_chat_format_from_program(const kiln_program *program,
                                                    kiln_chat_format *out);
 
-/* "chatml", "smollm2", "qwen3", "llama3", "llama3.1", "llama3.2" and
- * "llama3.3" (= LLAMA31) to a format; other names are KILN_ERR_INVALID_ARG. */
+/* "chatml", "smollm2", "qwen3", "llama3", "llama3.1", "llama3.2",
+ * "llama3.3" (= LLAMA31), "qwen3vl" and "qwen3vl-thinking" to a format;
+ * other names are KILN_ERR_INVALID_ARG. */
 KILN_API kiln_status kiln_chat_format_from_name(const char *name, kiln_chat_format *out);
 /* The name of a format ("none" for KILN_CHAT_NONE or unknown values); static. */
 KILN_API const char *kiln_chat_format_name(kiln_chat_format format);
+/* The text a format's template writes for an image part
+ * ("<|vision_start|><|image_pad|><|vision_end|>" for QWEN3VL and
+ * QWEN3VL_THINKING), or NULL for a format without images; static. */
+KILN_API const char *kiln_chat_format_image_placeholder(kiln_chat_format format);
 
 typedef struct kiln_chat_options {
     int add_generation_prompt; /* end with the assistant's generation prompt; default 1

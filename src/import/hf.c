@@ -859,12 +859,15 @@ static kiln_status end_tokens(kiln_module *m, const jfile *gen, const jfile *cfg
 
 /* Tokenizer files as found, and the chat template: tokenizer_config.json's
  * chat_template (a string, or a list of {name, template} whose "default"
- * is taken), else chat_template.jinja. */
+ * is taken), else chat_template.jinja, else chat_template.json's
+ * chat_template (where processor-era repositories, Qwen-VL's among them,
+ * keep it). */
 static kiln_status tokenizer_meta(kiln_module *m, const char *dir) {
-    jfile tj, tc, jinja;
+    jfile tj, tc, jinja, cj;
     kiln_status st;
     memset(&tc, 0, sizeof tc);
     memset(&jinja, 0, sizeof jinja);
+    memset(&cj, 0, sizeof cj);
     if ((st = jfile_open(&tj, dir, "tokenizer.json", 0, 1))) goto done;
     if (tj.found && (st = store_file(m, &tj, "hf.tokenizer_json"))) goto done;
     if ((st = jfile_open(&tc, dir, "tokenizer_config.json", 0, 1))) goto done;
@@ -896,11 +899,22 @@ static kiln_status tokenizer_meta(kiln_module *m, const char *dir) {
         goto done;
     }
     if ((st = jfile_open(&jinja, dir, "chat_template.jinja", 0, 0))) goto done;
-    if (jinja.found) st = store_file(m, &jinja, "tokenizer.chat_template");
+    if (jinja.found) {
+        st = store_file(m, &jinja, "tokenizer.chat_template");
+        goto done;
+    }
+    if ((st = jfile_open(&cj, dir, "chat_template.json", 0, 1)) || !cj.found) goto done;
+    size_t len = 0;
+    if ((st = kiln_json_get_str(cj.doc.root, cj.what, "chat_template", 1, &tmpl, &len))) goto done;
+    if (strlen(tmpl) != len)
+        st = kiln_error(KILN_ERR_FORMAT, "%s: key 'chat_template' holds a NUL character", cj.what);
+    else
+        st = kiln_meta_set_str(m, "tokenizer.chat_template", tmpl);
 done:
     jfile_close(&tj);
     jfile_close(&tc);
     jfile_close(&jinja);
+    jfile_close(&cj);
     return st;
 }
 

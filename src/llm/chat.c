@@ -43,12 +43,19 @@ static const struct {
     {"qwen3", KILN_CHAT_QWEN3},      {"llama3", KILN_CHAT_LLAMA3},
     {"llama3.1", KILN_CHAT_LLAMA31}, {"llama3.2", KILN_CHAT_LLAMA32},
     {"llama3.3", KILN_CHAT_LLAMA31}, /* 3.3's template is 3.1's */
+    {"qwen3vl", KILN_CHAT_QWEN3VL},  {"qwen3vl-thinking", KILN_CHAT_QWEN3VL_THINKING},
 };
 
 const char *kiln_chat_format_name(kiln_chat_format f) {
     for (size_t i = 0; i < sizeof g_names / sizeof *g_names; i++)
         if (g_names[i].format == f) return g_names[i].name;
     return "none";
+}
+
+const char *kiln_chat_format_image_placeholder(kiln_chat_format f) {
+    return f == KILN_CHAT_QWEN3VL || f == KILN_CHAT_QWEN3VL_THINKING
+               ? "<|vision_start|><|image_pad|><|vision_end|>"
+               : NULL;
 }
 
 kiln_status kiln_chat_format_from_name(const char *name, kiln_chat_format *out) {
@@ -59,7 +66,7 @@ kiln_status kiln_chat_format_from_name(const char *name, kiln_chat_format *out) 
         }
     return kiln_error(KILN_ERR_INVALID_ARG,
                       "unknown chat format '%s' (known: chatml, smollm2, qwen3, llama3, llama3.1, "
-                      "llama3.2, llama3.3)",
+                      "llama3.2, llama3.3, qwen3vl, qwen3vl-thinking)",
                       name);
 }
 
@@ -75,9 +82,24 @@ kiln_status kiln_chat_format_detect(const char *tmpl, kiln_chat_format *out) {
      * tool loop), functionary and firefunction (Llama-3 headers with
      * functions). */
     int thinking = strstr(tmpl, "enable_thinking") != NULL;
-    if (im &&
-        strstr(tmpl, "You are a helpful AI assistant named SmolLM, trained by Hugging Face") &&
-        !thinking)
+    /* Qwen3-VL: the image placeholder written into the template. The
+     * Thinking template renders parts through its render_content macro
+     * (Qwen3.5's takes a third argument) and always opens a <think> block;
+     * the Instruct one loops over parts per role and has no default system
+     * message (Qwen2-VL's and Qwen2.5-VL's have one) and no <think>. */
+    int vl = im && strstr(tmpl, "<|vision_start|><|image_pad|><|vision_end|>") &&
+             strstr(tmpl, "image_count = namespace(value=0)");
+    if (vl && strstr(tmpl, "macro render_content(content, do_vision_count)") &&
+        strstr(tmpl, "multi_step_tool") &&
+        strstr(tmpl, "'<|im_start|>assistant\\n<think>\\n' }}") && !thinking)
+        *out = KILN_CHAT_QWEN3VL_THINKING;
+    else if (vl && strstr(tmpl, "for content_item in message.content") &&
+             !strstr(tmpl, "render_content") && !strstr(tmpl, "<think>") &&
+             !strstr(tmpl, "You are a helpful assistant"))
+        *out = KILN_CHAT_QWEN3VL;
+    else if (im &&
+             strstr(tmpl, "You are a helpful AI assistant named SmolLM, trained by Hugging Face") &&
+             !thinking)
         *out = KILN_CHAT_SMOLLM2;
     else if (im && thinking && strstr(tmpl, "</think>") && strstr(tmpl, "multi_step_tool") &&
              !strstr(tmpl, "'<think>\\n' }}"))
@@ -116,7 +138,8 @@ kiln_status kiln_chat_format_detect(const char *tmpl, kiln_chat_format *out) {
     return kiln_error(
         KILN_ERR_UNSUPPORTED,
         "chat template not recognised (%s%s%s; %zu bytes, starting '%s'): Kiln renders "
-        "chatml, smollm2, qwen3, llama3 and llama3.1/3.2; pick one with --chat-template NAME",
+        "chatml, smollm2, qwen3, llama3, llama3.1/3.2 and qwen3vl(-thinking); pick one with "
+        "--chat-template NAME",
         im ? "ChatML markers <|im_start|>" : "no ChatML markers",
         hdr ? ", Llama-3 headers <|start_header_id|>" : "",
         im && strstr(tmpl, "You are") ? ", a default system message" : "", strlen(tmpl), head);
@@ -298,6 +321,20 @@ static void render_qwen3(kiln_chat_buf *b, const kiln_chat_message *m, int n) {
     }
 }
 
+/* Qwen3-VL Instruct (no tools): a first system message leads; the loop
+ * renders user and assistant messages as ChatML and no system message (a
+ * later one is dropped, as the template drops it). */
+static void render_qwen3vl(kiln_chat_buf *b, const kiln_chat_message *m, int n) {
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(m[i].role, "system") && i > 0) continue;
+        put(b, "<|im_start|>");
+        put(b, m[i].role);
+        put(b, "\n");
+        put(b, m[i].content);
+        put(b, "<|im_end|>\n");
+    }
+}
+
 /* Llama-3: BOS, then per message a header, the trimmed content and
  * <|eot_id|>. The template adds the assistant header whatever
  * add_generation_prompt says. */
@@ -436,6 +473,14 @@ kiln_status kiln_chat_render_with(kiln_chat_format f, const kiln_chat_message *m
             put(&b, "<|im_start|>assistant\n");
             if (!o->enable_thinking) put(&b, "<think>\n\n</think>\n\n");
         }
+        break;
+    case KILN_CHAT_QWEN3VL:
+        render_qwen3vl(&b, m, n);
+        if (o->add_generation_prompt) put(&b, "<|im_start|>assistant\n");
+        break;
+    case KILN_CHAT_QWEN3VL_THINKING: /* Qwen3's, always thinking */
+        render_qwen3(&b, m, n);
+        if (o->add_generation_prompt) put(&b, "<|im_start|>assistant\n<think>\n");
         break;
     case KILN_CHAT_LLAMA3:
         render_llama3(&b, m, n);

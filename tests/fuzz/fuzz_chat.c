@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char date[32];
     size_t dl = strcspn(text, "\n");
     snprintf(date, sizeof date, "%.*s", (int)(dl < 31 ? dl : 31), text);
-    for (int fmt = KILN_CHAT_CHATML; fmt <= KILN_CHAT_LLAMA32; fmt++)
+    for (int fmt = KILN_CHAT_CHATML; fmt <= KILN_CHAT_QWEN3VL_THINKING; fmt++)
         for (int opt = 0; opt < 4; opt++) {
             kiln_chat_options o;
             kiln_chat_options_init(&o);
