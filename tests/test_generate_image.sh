@@ -70,4 +70,18 @@ expect wide_image 1 "aspect ratio 300.0 is over 200" -- gen --image "$WORK/wide.
 "$KILN" compile "$HERE/data/hf/qwen3_f32_sharded" -o "$WORK/text.kiln" >/dev/null 2>&1 &&
   expect text_only_program 1 "--image: the program has no vision encoder" -- \
     "$KILN" generate -m "$WORK/text.kiln" --prompt-ids "1 2 3" --print-ids --image "$D/photo.png"
+# --max-image-patches: 16 patches of 8 x 8 pixels hold 1024 pixels, so the
+# 60 x 40 photo (the processor's 64 x 32, 32 patches) is resized within
+# them as smart_resize shrinks (floor to multiples of 16 after scaling by
+# sqrt(2400 / 1024))
+expect max_image_patches 0 "wrote" -- "$KILN" compile "$D" -o "$WORK/small.kiln" --prefill 8 \
+  --max-seq 64 --max-image-patches 16
+"$KILN" generate -m "$WORK/small.kiln" --prompt-ids "$IDS" --temp 0 -n 2 --print-ids \
+  --image "$WORK/photo.npy" >/dev/null 2>"$WORK/small.err"
+if grep -q "60 x 40 pixels, resized to 32 x 16, 2 tokens" "$WORK/small.err"; then ok image_resized_within_the_cap
+else bad image_resized_within_the_cap "$(cat "$WORK/small.err")"; fi
+expect max_image_patches_multiple 1 "max-image-patches 18 must be a multiple of 4 (the 2 x 2 merge) in 4..1048576" -- \
+  "$KILN" compile "$D" -o "$WORK/bad.kiln" --max-image-patches 18
+expect max_image_patches_text_only 1 "max-image-patches 16: 'qwen3_f32_sharded' has no vision tower" -- \
+  "$KILN" compile "$HERE/data/hf/qwen3_f32_sharded" -o "$WORK/bad.kiln" --max-image-patches 16
 finish

@@ -27,6 +27,10 @@ static const kiln_cli_flag FLAGS[] = {
      .help = "most tokens one prefill call takes (default 128)"},
     {KILN_CLI_INT, "--max-seq", "N", OPT(max_seq), .lo = 1, .hi = 1 << 20,
      .help = "context length (default: the model's, at most 4096)"},
+    {KILN_CLI_INT, "--max-image-patches", "N", OPT(max_image_patches), .lo = 1, .hi = 1 << 20,
+     .help = "vision models: most patches one encode_image takes\n"
+             "(default 4096, a 1024x1024 image; larger images are\n"
+             "resized within it)"},
     {KILN_CLI_NAME, "--quant", "FMT", OPT(quant), .choices = QUANTS,
      .help = "matmul/embedding weights: keep (default), f32, f16,\n"
              "q8_0, q4_0; norms, biases and state are never touched"},

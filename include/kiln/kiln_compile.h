@@ -88,6 +88,12 @@ typedef struct kiln_compile_options {
     /* Receives one line per notable step (what was converted); may be NULL. */
     void (*log)(void *user, const char *line);
     void *log_user;
+    /* Vision-language models: the most patches one encode_image call takes
+     * (a multiple of merge x merge, at most 1048576; the arena and the
+     * attention grow with it); 0 = 4096 (a 1024 x 1024 image at Qwen3-VL's
+     * 16-pixel patches). An image the processor would give more patches is
+     * resized within it. Set on a text-only model: KILN_ERR_INVALID_ARG. */
+    int max_image_patches;
 } kiln_compile_options;
 
 /* Fills `options` with the defaults above. */

@@ -72,6 +72,21 @@ kiln_status kiln_compile(const kiln_compile_options *o) {
     if (imp.tokenizer_note[0] && o->log) o->log(o->log_user, imp.tokenizer_note);
     kiln_llama_config cfg = imp.cfg;
     cfg.kv_dtype = kv_dtype;
+    if (o->max_image_patches) {
+        int unit = cfg.vision.merge * cfg.vision.merge;
+        if (!cfg.vision.depth)
+            st = kiln_error(KILN_ERR_INVALID_ARG,
+                            "max-image-patches %d: '%s' has no vision tower to take images",
+                            o->max_image_patches, kiln_basename(o->input));
+        else if (o->max_image_patches < unit || o->max_image_patches % unit ||
+                 o->max_image_patches > 1 << 20)
+            st = kiln_error(KILN_ERR_INVALID_ARG,
+                            "max-image-patches %d must be a multiple of %d (the %d x %d merge) "
+                            "in %d..1048576",
+                            o->max_image_patches, unit, cfg.vision.merge, cfg.vision.merge, unit);
+        if (st) goto done;
+        cfg.vision.max_patches = o->max_image_patches;
+    }
     int max_seq =
         o->max_seq ? o->max_seq : (cfg.n_ctx_train < MAX_SEQ_CAP ? cfg.n_ctx_train : MAX_SEQ_CAP);
     int prefill = o->prefill ? o->prefill : DEFAULT_PREFILL;
