@@ -106,8 +106,7 @@ static kiln_tensor tens(kiln_dtype t, int64_t a, int64_t b, void *data) {
 static void *rand_weight(unsigned long long *rs, kiln_dtype t, int64_t N, int64_t K) {
     size_t rb = kiln_dtype_row_bytes(t, K);
     if (kiln_dtype_row_group(t) > 1) { /* plain rows, packed */
-        uint8_t *plain = rand_weight(rs, t == KILN_Q4_0_X8 ? KILN_Q4_0 : KILN_Q4_1, N, K),
-                *w = malloc(rb * (size_t)N);
+        uint8_t *plain = rand_weight(rs, kiln_dtype_plain(t), N, K), *w = malloc(rb * (size_t)N);
         (void)kiln_pack_rows(t, plain, rb, N, K, w, rb);
         free(plain);
         return w;
@@ -237,14 +236,17 @@ static op_case *add_case(int op, const char *what, double tol) {
 static void build_cases(void) {
     if (g_ncases) return;
     unsigned long long rs = 7;
-    static const kiln_dtype wts[] = {KILN_F32,  KILN_F16,  KILN_BF16, KILN_Q8_0,    KILN_Q4_0,
-                                     KILN_Q4_1, KILN_Q4_K, KILN_Q6_K, KILN_Q4_0_X8, KILN_Q4_1_X8};
-    static const char *mm_names[] = {"matmul f32",    "matmul f16",   "matmul bf16", "matmul q8_0",
-                                     "matmul q4_0",   "matmul q4_1",  "matmul q4_K", "matmul q6_K",
-                                     "matmul q4_0x8", "matmul q4_1x8"};
-    static const char *gr_names[] = {
-        "get_rows f32",  "get_rows f16",  "get_rows bf16", "get_rows q8_0",   "get_rows q4_0",
-        "get_rows q4_1", "get_rows q4_K", "get_rows q6_K", "get_rows q4_0x8", "get_rows q4_1x8"};
+    static const kiln_dtype wts[] = {KILN_F32,     KILN_F16,     KILN_BF16,   KILN_Q8_0,
+                                     KILN_Q4_0,    KILN_Q4_1,    KILN_Q4_K,   KILN_Q6_K,
+                                     KILN_Q4_0_X8, KILN_Q4_1_X8, KILN_Q8_0_X8};
+    static const char *mm_names[] = {"matmul f32",    "matmul f16",   "matmul bf16",
+                                     "matmul q8_0",   "matmul q4_0",  "matmul q4_1",
+                                     "matmul q4_K",   "matmul q6_K",  "matmul q4_0x8",
+                                     "matmul q4_1x8", "matmul q8_0x8"};
+    static const char *gr_names[] = {"get_rows f32",    "get_rows f16",   "get_rows bf16",
+                                     "get_rows q8_0",   "get_rows q4_0",  "get_rows q4_1",
+                                     "get_rows q4_K",   "get_rows q6_K",  "get_rows q4_0x8",
+                                     "get_rows q4_1x8", "get_rows q8_0x8"};
     for (size_t k = 0; k < sizeof wts / sizeof *wts; k++) {
         kiln_dtype t = wts[k];
         int quant = kiln_dtype_block(t) > 1;

@@ -19,8 +19,9 @@
 #include "harness.h"
 #include "quant/quant.h"
 
-static const kiln_dtype k_dtypes[] = {KILN_F32,  KILN_F16,  KILN_BF16, KILN_Q8_0,    KILN_Q4_0,
-                                      KILN_Q4_1, KILN_Q4_K, KILN_Q6_K, KILN_Q4_0_X8, KILN_Q4_1_X8};
+static const kiln_dtype k_dtypes[] = {KILN_F32,     KILN_F16,     KILN_BF16,   KILN_Q8_0,
+                                      KILN_Q4_0,    KILN_Q4_1,    KILN_Q4_K,   KILN_Q6_K,
+                                      KILN_Q4_0_X8, KILN_Q4_1_X8, KILN_Q8_0_X8};
 #define N_DTYPES (int)(sizeof k_dtypes / sizeof *k_dtypes)
 
 /* The tables this CPU runs, best first (scalar last); prints the skipped
@@ -104,7 +105,7 @@ static void rand_values(float *x, int64_t n, unsigned long long *s) {
 static void make_weights(kiln_dtype t, int64_t nr, int64_t k, uint8_t *w, size_t ws,
                          unsigned long long *s) {
     if (kiln_dtype_row_group(t) > 1) { /* plain rows, packed */
-        kiln_dtype from = t == KILN_Q4_0_X8 ? KILN_Q4_0 : KILN_Q4_1;
+        kiln_dtype from = kiln_dtype_plain(t);
         uint8_t *plain = malloc(ws * (size_t)nr);
         make_weights(from, nr, k, plain, ws, s);
         (void)kiln_pack_rows(t, plain, ws, nr, k, w, ws);
@@ -301,7 +302,12 @@ TEST(gemm_extreme_codes) {
             problem p;
             problem_make(&p, ks[v], t, 512, 5, 5, &s);
             const int x8 = kiln_dtype_row_group(t) > 1, bb = t == KILN_Q4_1_X8 ? 160 : 144;
-            if (x8) /* rows alternately all 15 and all 0 */
+            if (t == KILN_Q8_0_X8) /* int8s -128 and 127 */
+                for (int64_t g = 0; g < p.nr / 8; g++)
+                    for (int64_t b = 0; b < 16; b++)
+                        for (int i = 0; i < 256; i++)
+                            p.w[g * 8 * p.ws + 272 * b + 16 + i] = (g + i) % 3 ? 0x80 : 0x7F;
+            else if (x8) /* rows alternately all 15 and all 0 */
                 for (int64_t g = 0; g < p.nr / 8; g++)
                     for (int64_t b = 0; b < 16; b++)
                         for (int m = 0; m < 4; m++)

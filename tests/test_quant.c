@@ -150,7 +150,7 @@ TEST(quantize_round_trips) {
     ASSERT_CONTAINS(kiln_last_error(), "cannot quantize to q6_K");
 }
 
-/* q4_0x8 (FORMAT.md §6.1): packing moves bytes, so every row read back from
+/* q4_0x8, q4_1x8, q8_0x8 (FORMAT.md §6.1): packing moves bytes, so every row read back from
  * the packed copy equals the plain row bit for bit, from any block on; the
  * layout's bytes sit where the format says; the shape rules hold. */
 TEST(q4_0x8_packs_losslessly) {
@@ -202,10 +202,33 @@ TEST(q4_0x8_packs_losslessly) {
     for (int m = 0; m < 4; m++)
         ASSERT(memcmp(blk1 + 32 + 32 * m + 20, row1 + 4 + 4 * m, 4) == 0);
     ASSERT_EQ_I(kiln_dtype_packed(KILN_Q4_1), KILN_Q4_1_X8);
+    /* q8_0x8: d[8], then row j's byte 4m + e of int8s at 16 + 32m + 4j + e, m in 0..7 */
+    enum { RB8 = K / 32 * 34, WS8 = RB8 + 4 };
+    static uint8_t plain8[N * WS8], packed8[N * WS8];
+    for (int r = 0; r < N; r++) {
+        for (int i = 0; i < K; i++)
+            x[i] = kt_randf(&s) * (float)(1 + r);
+        ASSERT_OK(kiln_quant_row(KILN_Q8_0, x, plain8 + r * WS8, K));
+    }
+    ASSERT_OK(kiln_pack_rows(KILN_Q8_0_X8, plain8, WS8, N, K, packed8, WS8));
+    for (int r = 0; r < N; r++) {
+        ASSERT_OK(kiln_dequant_row(KILN_Q8_0, plain8 + r * WS8, a, K));
+        ASSERT_OK(kiln_weight_dequant(KILN_Q8_0_X8, packed8, WS8, r, 0, K, b));
+        ASSERT_MSG(memcmp(a, b, sizeof a) == 0, "q8_0 row %d differs after packing", r);
+        ASSERT_OK(kiln_weight_dequant(KILN_Q8_0_X8, packed8, WS8, r, 64, 32, b));
+        ASSERT_MSG(memcmp(a + 64, b, 32 * sizeof(float)) == 0, "q8_0 row %d from block 2 differs",
+                   r);
+    }
+    /* group 1, block 2, row j = 6 */
+    const uint8_t *blk8 = packed8 + 8 * WS8 + 2 * 272, *row8 = plain8 + 14 * WS8 + 2 * 34;
+    ASSERT(memcmp(blk8 + 12, row8, 2) == 0);
+    for (int m = 0; m < 8; m++)
+        ASSERT(memcmp(blk8 + 16 + 32 * m + 24, row8 + 2 + 4 * m, 4) == 0);
     ASSERT_EQ_I(kiln_pack_rows(KILN_Q4_0_X8, plain, WS, 12, K, packed, WS), KILN_ERR_INVALID_ARG);
     ASSERT_CONTAINS(kiln_last_error(), "whole groups of 8 rows");
     ASSERT_EQ_I(kiln_dtype_packed(KILN_Q4_0), KILN_Q4_0_X8);
-    ASSERT_EQ_I(kiln_dtype_packed(KILN_Q8_0), KILN_Q8_0);
+    ASSERT_EQ_I(kiln_dtype_packed(KILN_Q8_0), KILN_Q8_0_X8);
+    ASSERT_EQ_I(kiln_dtype_packed(KILN_Q4_K), KILN_Q4_K);
     ASSERT_EQ_I(kiln_dtype_row_group(KILN_Q4_0_X8), 8);
     ASSERT_EQ_U(kiln_shape_bytes(KILN_Q4_0_X8, 2, (const int64_t[]){16, 64}), 16 * 36);
     ASSERT_EQ_U(kiln_shape_bytes(KILN_Q4_0_X8, 2, (const int64_t[]){12, 64}), 0);

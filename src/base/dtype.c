@@ -20,7 +20,8 @@ static const dtype_row *dtype_info(kiln_dtype t) {
                            i32 = {"i32", 1, 4, 1}, q8_0 = {"q8_0", 32, 34, 1},
                            q4_0 = {"q4_0", 32, 18, 1}, q4_1 = {"q4_1", 32, 20, 1},
                            q4_k = {"q4_K", 256, 144, 1}, q6_k = {"q6_K", 256, 210, 1},
-                           q4_0x8 = {"q4_0x8", 32, 18, 8}, q4_1x8 = {"q4_1x8", 32, 20, 8};
+                           q4_0x8 = {"q4_0x8", 32, 18, 8}, q4_1x8 = {"q4_1x8", 32, 20, 8},
+                           q8_0x8 = {"q8_0x8", 32, 34, 8};
     switch (t) {
     case KILN_F32:
         return &f32;
@@ -44,6 +45,8 @@ static const dtype_row *dtype_info(kiln_dtype t) {
         return &q4_0x8;
     case KILN_Q4_1_X8:
         return &q4_1x8;
+    case KILN_Q8_0_X8:
+        return &q8_0x8;
     }
     return NULL;
 }

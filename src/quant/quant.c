@@ -113,6 +113,7 @@ kiln_status kiln_dequant_row(kiln_dtype t, const void *src, float *y, int64_t n)
     case KILN_I32:
     case KILN_Q4_0_X8:
     case KILN_Q4_1_X8:
+    case KILN_Q8_0_X8:
         break; /* rows of a packed tensor: kiln_weight_dequant */
     }
     return kiln_error(KILN_ERR_UNSUPPORTED, "no reader for dtype %s",
@@ -178,7 +179,29 @@ kiln_status kiln_quant_row(kiln_dtype t, const float *x, void *dst, int64_t n) {
 /* ---- packed layouts ----------------------------------------------------------- */
 
 kiln_dtype kiln_dtype_packed(kiln_dtype plain) {
-    return plain == KILN_Q4_0 ? KILN_Q4_0_X8 : plain == KILN_Q4_1 ? KILN_Q4_1_X8 : plain;
+    switch (plain) {
+    case KILN_Q4_0:
+        return KILN_Q4_0_X8;
+    case KILN_Q4_1:
+        return KILN_Q4_1_X8;
+    case KILN_Q8_0:
+        return KILN_Q8_0_X8;
+    default:
+        return plain;
+    }
+}
+
+kiln_dtype kiln_dtype_plain(kiln_dtype packed) {
+    switch (packed) {
+    case KILN_Q4_0_X8:
+        return KILN_Q4_0;
+    case KILN_Q4_1_X8:
+        return KILN_Q4_1;
+    case KILN_Q8_0_X8:
+        return KILN_Q8_0;
+    default:
+        return packed;
+    }
 }
 
 /* q4_0x8 / q4_1x8: for each group of 8 rows, for each block b of 32
@@ -186,18 +209,22 @@ kiln_dtype kiln_dtype_packed(kiln_dtype plain) {
  * m[8]), then qs[128] where byte 32m + 4j + e (m, e in 0..3, j in 0..7) is
  * byte 4m + e of row j's block's nibbles (low nibble: column 4m + e, high
  * nibble: column 16 + 4m + e). 144 (q4_0x8) or 160 (q4_1x8) bytes, 8 times
- * the plain block. Groups are 8 * row_stride bytes apart; a group's blocks
- * are contiguous. */
+ * the plain block. q8_0x8 likewise: d[8], then qs[256] where byte
+ * 32m + 4j + e (m in 0..7) is row j's int8 of column 4m + e; 272 bytes.
+ * Groups are 8 * row_stride bytes apart; a group's blocks are contiguous. */
 typedef struct {
-    int plain_bytes; /* plain block: 18 (d, qs) or 20 (d, m, qs) */
+    int plain_bytes; /* plain block: 18 (d, qs), 20 (d, m, qs) or 34 (d, q8) */
     int head;        /* packed block: bytes before qs (16 or 32) */
+    int q8;          /* 1: int8 values, 4 columns per 4 bytes (q8_0x8) */
 } x8_layout;
 
 static int x8_layout_of(kiln_dtype t, x8_layout *l) {
     if (t == KILN_Q4_0_X8)
-        *l = (x8_layout){18, 16};
+        *l = (x8_layout){18, 16, 0};
     else if (t == KILN_Q4_1_X8)
-        *l = (x8_layout){20, 32};
+        *l = (x8_layout){20, 32, 0};
+    else if (t == KILN_Q8_0_X8)
+        *l = (x8_layout){34, 16, 1};
     else
         return 0;
     return 1;
@@ -216,6 +243,12 @@ kiln_status kiln_weight_dequant(kiln_dtype t, const void *w, size_t row_stride, 
     for (int64_t b = k0 / 32; b < (k0 + n) / 32; b++, dst += 32) {
         const uint8_t *blk = g + (size_t)b * 8 * l.plain_bytes;
         float d = h2f(blk + 2 * j), mn = l.head == 32 ? h2f(blk + 16 + 2 * j) : -8.0f * d;
+        if (l.q8) { /* d * q, as the plain reader */
+            for (int m = 0; m < 8; m++)
+                for (int e = 0; e < 4; e++)
+                    dst[4 * m + e] = d * (float)(int8_t)blk[16 + 32 * m + 4 * j + e];
+            continue;
+        }
         for (int m = 0; m < 4; m++)
             for (int e = 0; e < 4; e++) {
                 uint8_t q = blk[l.head + 32 * m + 4 * j + e];
@@ -241,7 +274,7 @@ kiln_status kiln_pack_rows(kiln_dtype packed, const void *src, size_t src_stride
                           kiln_dtype_name(packed), (long long)nrows, (long long)k);
     const uint8_t *s = src;
     uint8_t *d = dst;
-    int qs = l.plain_bytes - 16; /* offset of the nibbles in a plain block */
+    int qs = l.q8 ? 2 : l.plain_bytes - 16; /* offset of the values in a plain block */
     for (int64_t g = 0; g < nrows / 8; g++)
         for (int64_t b = 0; b < k / 32; b++) {
             uint8_t *blk = d + (size_t)g * 8 * dst_stride + (size_t)b * 8 * l.plain_bytes;
@@ -250,7 +283,7 @@ kiln_status kiln_pack_rows(kiln_dtype packed, const void *src, size_t src_stride
                     s + (size_t)(8 * g + j) * src_stride + (size_t)b * l.plain_bytes;
                 memcpy(blk + 2 * j, in, 2);
                 if (l.head == 32) memcpy(blk + 16 + 2 * j, in + 2, 2);
-                for (int m = 0; m < 4; m++)
+                for (int m = 0; m < (l.q8 ? 8 : 4); m++)
                     memcpy(blk + l.head + 32 * m + 4 * j, in + qs + 4 * m, 4);
             }
         }

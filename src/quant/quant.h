@@ -26,6 +26,8 @@ kiln_status kiln_quant_row(kiln_dtype t, const float *src, void *dst, int64_t n)
 
 /* The packed dtype a plain dtype's weights become (itself when none). */
 kiln_dtype kiln_dtype_packed(kiln_dtype plain);
+/* The plain dtype a packed one interleaves (q4_0x8 -> q4_0); others as given. */
+kiln_dtype kiln_dtype_plain(kiln_dtype packed);
 
 /* Values k0 .. k0+n-1 of row `row` of a weight in any layout, rows
  * row_stride bytes apart (for a packed dtype: groups of 8 rows are

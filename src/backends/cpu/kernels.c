@@ -26,6 +26,7 @@ int kiln_cpu_act_format(kiln_dtype w) {
     case KILN_Q4_1:
     case KILN_Q4_0_X8:
     case KILN_Q4_1_X8:
+    case KILN_Q8_0_X8:
         return KILN_CPU_ACT_Q8;
     case KILN_Q4_K:
     case KILN_Q6_K:

@@ -556,6 +556,45 @@ KA_INLINE void ka_tile_x8(int q41, int64_t nb, const uint8_t *w, const uint8_t *
 KA_GEMM_X8(ka_gemm_q4_0x8, 0)
 KA_GEMM_X8(ka_gemm_q4_1x8, 1)
 
+/* q8_0x8: 8 vectors of 4 int8 columns per 8 rows per block, each dotted
+ * with its 4 activations (|w * a| <= 128 * 127 fits int16 for SMULL);
+ * dot_q8_0's formula per row lane: acc += f32(isum) * (dw * da). */
+KA_INLINE void ka_tile_q8x8(int64_t nb, const uint8_t *w, const uint8_t *a, float *out) {
+    float32x4_t acc[2] = {vdupq_n_f32(0), vdupq_n_f32(0)};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = w + (size_t)b * 272;
+        const kiln_cpu_block_q8 *ab =
+            (const kiln_cpu_block_q8 *)(const void *)(a + b * sizeof(kiln_cpu_block_q8));
+        int8x16_t alo = vld1q_s8(ab->q), ahi = vld1q_s8(ab->q + 16);
+        for (int h = 0; h < 2; h++) { /* rows 0..3, rows 4..7 */
+            int32x4_t s = vdupq_n_s32(0);
+#define KA_Q8X8_M(m, av, lane)                                                                     \
+    s = KA_DOT4(s, vld1q_s8((const int8_t *)(blk + 16 + 32 * (m) + 16 * h)), av, lane)
+            KA_Q8X8_M(0, alo, 0);
+            KA_Q8X8_M(1, alo, 1);
+            KA_Q8X8_M(2, alo, 2);
+            KA_Q8X8_M(3, alo, 3);
+            KA_Q8X8_M(4, ahi, 0);
+            KA_Q8X8_M(5, ahi, 1);
+            KA_Q8X8_M(6, ahi, 2);
+            KA_Q8X8_M(7, ahi, 3);
+#undef KA_Q8X8_M
+            float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(blk + 8 * h)));
+            acc[h] = vfmaq_f32(acc[h], vcvtq_f32_s32(s), vmulq_n_f32(dw, ab->d));
+        }
+    }
+    vst1q_f32(out, acc[0]);
+    vst1q_f32(out + 4, acc[1]);
+}
+
+static void ka_gemm_q8_0x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a,
+                           size_t as, int64_t nt, float *out, int64_t ldo) {
+    for (int64_t g = 0; g < nr / 8; g++)
+        for (int64_t t = 0; t < nt; t++)
+            ka_tile_q8x8(k / 32, (const uint8_t *)w + (size_t)g * 8 * ws,
+                         (const uint8_t *)a + t * as, out + t * ldo + 8 * g);
+}
+
 /* ---- vector helpers ------------------------------------------------------------------- */
 static float ka_dot_f32(const float *a, const float *b, int64_t n) {
     float o;
@@ -608,6 +647,7 @@ static void ka_axpy_f16(float alpha, const uint16_t *x, float *y, int64_t n) {
                 [KILN_Q6_K] = ka_gemm_q6_K,                                                        \
                 [KILN_Q4_0_X8] = ka_gemm_q4_0x8,                                                   \
                 [KILN_Q4_1_X8] = ka_gemm_q4_1x8,                                                   \
+                [KILN_Q8_0_X8] = ka_gemm_q8_0x8,                                                   \
             },                                                                                     \
         .dot_f32 = ka_dot_f32,                                                                     \
         .dot_f16 = ka_dot_f16,                                                                     \

@@ -192,6 +192,29 @@ static void gemm_x8(int q41, int64_t k, const uint8_t *w, size_t ws, int64_t nr,
             }
 }
 
+/* q8_0x8: per block and row j, dot_q8_0's sum (sum += f32(is) * (dw * da)),
+ * the values read from the interleaved bytes. */
+static void gemm_q8_0x8(int64_t k, const void *w_, size_t ws, int64_t nr, const void *a_, size_t as,
+                        int64_t nt, float *out, int64_t ldo) {
+    const uint8_t *w = w_, *a = a_;
+    const int64_t nb = k / 32;
+    for (int64_t g = 0; g < nr / 8; g++)
+        for (int64_t t = 0; t < nt; t++)
+            for (int j = 0; j < 8; j++) {
+                float sum = 0.0f;
+                const kiln_cpu_block_q8 *ab = (const kiln_cpu_block_q8 *)(const void *)(a + t * as);
+                for (int64_t b = 0; b < nb; b++, ab++) {
+                    const uint8_t *blk = w + (size_t)g * 8 * ws + (size_t)b * 272;
+                    int is = 0;
+                    for (int m = 0; m < 8; m++)
+                        for (int e = 0; e < 4; e++)
+                            is += (int8_t)blk[16 + 32 * m + 4 * j + e] * ab->q[4 * m + e];
+                    sum += (float)is * (ld_f16(blk + 2 * j) * ab->d);
+                }
+                out[t * ldo + 8 * g + j] = sum;
+            }
+}
+
 static void gemm_q4_0x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,
                         int64_t nt, float *out, int64_t ldo) {
     gemm_x8(0, k, w, ws, nr, a, as, nt, out, ldo);
@@ -242,6 +265,7 @@ const kiln_cpu_kernels kiln_cpu_kernels_scalar = {
             [KILN_Q6_K] = gemm_q6_K,
             [KILN_Q4_0_X8] = gemm_q4_0x8,
             [KILN_Q4_1_X8] = gemm_q4_1x8,
+            [KILN_Q8_0_X8] = gemm_q8_0x8,
         },
     .dot_f32 = dot_f32,
     .dot_f16 = dot_f16,

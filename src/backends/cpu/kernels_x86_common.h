@@ -394,30 +394,97 @@ KX_INLINE void kx_tile_x8(int q41, const int T, int64_t nb, const uint8_t *w, si
         _mm256_storeu_ps(out + t * ldo, _mm256_add_ps(acc[t], msum[t]));
 }
 
-KX_INLINE void kx_gemm_x8(int q41, int64_t k, const uint8_t *w, size_t ws, int64_t nr,
+/* q8_0x8: as q4_0x8, with 8 vectors of 4 int8 columns per 8 rows per block.
+ *   AVX2: |w| (u8) x sign(qa, w) by VPMADDUBSW (|pair| <= 2 * 128 * 127, no
+ *         saturation), VPMADDWD by 1 per vector, summed in int32.
+ *   VNNI: (qa + 128) (u8) x w by VPDPBUSD, started from -128 * each row's
+ *         sum of w over the block (8 VPDPBUSD against ones, once per block
+ *         for all the tile's activation rows); the activation's 32 bytes are
+ *         offset once per block into a buffer the broadcasts load from.
+ *   acc_t += f32(isum) * (dw * da): dot_q8_0's formula, lane for lane; the
+ *   integer sums are exact, so both give the same bits. */
+KX_INLINE void kx_tile_q8x8(const int T, int64_t nb, const uint8_t *w, size_t pf, const uint8_t *a,
+                            size_t as, float *out, int64_t ldo) {
+    const size_t ab = sizeof(kiln_cpu_block_q8), aq = offsetof(kiln_cpu_block_q8, q);
+    __m256 acc[KX_X8_T];
+    KX_UNROLL for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = w + (size_t)b * 272;
+        if (pf) kx_prefetch_next(blk + pf, 272);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)blk));
+        __m256i s[KX_X8_T];
+#if KX_VNNI
+        _Alignas(32) int8_t qx[KX_X8_T][32];
+        KX_UNROLL for (int t = 0; t < T; t++) _mm256_store_si256(
+            (__m256i *)(void *)qx[t],
+            _mm256_xor_si256(kx_load(a + t * as + b * ab + aq), _mm256_set1_epi8((char)0x80)));
+        __m256i wsum = _mm256_setzero_si256();
+        KX_UNROLL for (int m = 0; m < 8; m++) wsum =
+            kx_dpbusd(wsum, _mm256_set1_epi8(1), kx_load(blk + 16 + 32 * m));
+        wsum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(wsum, 7));
+        KX_UNROLL for (int t = 0; t < T; t++) s[t] = wsum;
+        KX_UNROLL for (int m = 0; m < 8; m++) {
+            __m256i v = kx_load(blk + 16 + 32 * m);
+            KX_UNROLL for (int t = 0; t < T; t++) s[t] =
+                kx_dpbusd(s[t], kx_bcast4(qx[t] + 4 * m), v);
+        }
+#else
+        KX_UNROLL for (int m = 0; m < 8; m++) {
+            __m256i v = kx_load(blk + 16 + 32 * m), u = _mm256_abs_epi8(v);
+            KX_UNROLL for (int t = 0; t < T; t++) {
+                const int8_t *q = (const int8_t *)(a + t * as + b * ab + aq);
+                __m256i p = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(u, _mm256_sign_epi8(kx_bcast4(q + 4 * m), v)),
+                    _mm256_set1_epi16(1));
+                s[t] = m ? _mm256_add_epi32(s[t], p) : p;
+            }
+        }
+#endif
+        KX_UNROLL for (int t = 0; t < T; t++) {
+            const float *pa = (const float *)(const void *)(a + t * as + b * ab);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]),
+                                     _mm256_mul_ps(dw, _mm256_broadcast_ss(pa)), acc[t]);
+        }
+    }
+    KX_UNROLL for (int t = 0; t < T; t++) _mm256_storeu_ps(out + t * ldo, acc[t]);
+}
+
+enum { KX_X8_Q4_0, KX_X8_Q4_1, KX_X8_Q8_0 };
+
+KX_INLINE void kx_gemm_x8(int kind, int64_t k, const uint8_t *w, size_t ws, int64_t nr,
                           const uint8_t *a, size_t as, int64_t nt, float *out, int64_t ldo) {
     const int64_t nb = k / 32, groups = nr / 8;
     const size_t gs = 8 * ws;
+#define KX_X8_TILE(T, pf)                                                                          \
+    (kind == KX_X8_Q8_0 ? kx_tile_q8x8(T, nb, wg, pf, a + t * as, as, out + t * ldo + 8 * g, ldo)  \
+                        : kx_tile_x8(kind == KX_X8_Q4_1, T, nb, wg, pf, a + t * as, as,            \
+                                     out + t * ldo + 8 * g, ldo))
     for (int64_t g = 0; g < groups; g++) {
         const uint8_t *wg = w + (size_t)g * gs;
         /* one activation row (token generation): prefetch the next group */
         size_t pf = nt == 1 && g + 1 < groups ? gs : 0;
         int64_t t = 0;
         for (; t + KX_X8_T <= nt; t += KX_X8_T)
-            kx_tile_x8(q41, KX_X8_T, nb, wg, 0, a + t * as, as, out + t * ldo + 8 * g, ldo);
+            KX_X8_TILE(KX_X8_T, 0);
         for (; t < nt; t++)
-            kx_tile_x8(q41, 1, nb, wg, pf, a + t * as, as, out + t * ldo + 8 * g, ldo);
+            KX_X8_TILE(1, pf);
     }
+#undef KX_X8_TILE
 }
 
 static void kx_gemm_q4_0x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a,
                            size_t as, int64_t nt, float *out, int64_t ldo) {
-    kx_gemm_x8(0, k, w, ws, nr, a, as, nt, out, ldo);
+    kx_gemm_x8(KX_X8_Q4_0, k, w, ws, nr, a, as, nt, out, ldo);
 }
 
 static void kx_gemm_q4_1x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a,
                            size_t as, int64_t nt, float *out, int64_t ldo) {
-    kx_gemm_x8(1, k, w, ws, nr, a, as, nt, out, ldo);
+    kx_gemm_x8(KX_X8_Q4_1, k, w, ws, nr, a, as, nt, out, ldo);
+}
+
+static void kx_gemm_q8_0x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a,
+                           size_t as, int64_t nt, float *out, int64_t ldo) {
+    kx_gemm_x8(KX_X8_Q8_0, k, w, ws, nr, a, as, nt, out, ldo);
 }
 
 /* ---- q4_K, q6_K weights x Q8K activations ---------------------------------------- */
@@ -658,6 +725,7 @@ static void kx_axpy_f16(float alpha, const uint16_t *x, float *y, int64_t n) {
                 [KILN_Q6_K] = kx_gemm_q6_K,                                                        \
                 [KILN_Q4_0_X8] = kx_gemm_q4_0x8,                                                   \
                 [KILN_Q4_1_X8] = kx_gemm_q4_1x8,                                                   \
+                [KILN_Q8_0_X8] = kx_gemm_q8_0x8,                                                   \
             },                                                                                     \
         .dot_f32 = kx_dot_f32,                                                                     \
         .dot_f16 = kx_dot_f16,                                                                     \
