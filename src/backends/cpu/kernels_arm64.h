@@ -510,24 +510,44 @@ KA_INLINE int32x4_t ka_dot4_neon(int32x4_t acc, int8x16_t w, int8x16_t g) {
 }
 #endif
 
+/* Tiles of T <= KA_X8_T activation rows: each weight vector is loaded once
+ * and dotted with every row's activations; per (row, token) the operations
+ * and their order are the same for any T, so an output does not depend on
+ * the tile it falls in. (SMMLA's 2 x 8 operands do not match the 4-column
+ * interleave; i8mm machines run these on SDOT.) */
+#define KA_X8_T 4
+
 /* The scalar table's formula per row lane: acc += f32(isum) * (dw * da),
  * msum += m * sa (m: q4_1's minimums, or -8 * dw), out = acc + msum. */
-KA_INLINE void ka_tile_x8(int q41, int64_t nb, const uint8_t *w, const uint8_t *a, float *out) {
-    float32x4_t acc[2] = {vdupq_n_f32(0), vdupq_n_f32(0)}, msum[2] = {acc[0], acc[1]};
+KA_INLINE void ka_tile_x8(int q41, const int T, int64_t nb, const uint8_t *w, const uint8_t *a,
+                          size_t as, float *out, int64_t ldo) {
+    float32x4_t acc[KA_X8_T][2], msum[KA_X8_T][2];
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < 2; h++)
+            acc[t][h] = msum[t][h] = vdupq_n_f32(0);
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    const size_t bb = q41 ? 160 : 144, head = q41 ? 32 : 16;
+    const size_t bb = q41 ? 160 : 144, head = q41 ? 32 : 16, ab = sizeof(kiln_cpu_block_q8);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = w + (size_t)b * bb;
-        const kiln_cpu_block_q8 *ab =
-            (const kiln_cpu_block_q8 *)(const void *)(a + b * sizeof(kiln_cpu_block_q8));
-        int8x16_t alo = vld1q_s8(ab->q), ahi = vld1q_s8(ab->q + 16);
-        int32x4_t s[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};
+        const kiln_cpu_block_q8 *at[KA_X8_T];
+        int8x16_t alo[KA_X8_T], ahi[KA_X8_T];
+        for (int t = 0; t < T; t++) {
+            at[t] = (const kiln_cpu_block_q8 *)(const void *)(a + t * as + b * ab);
+            alo[t] = vld1q_s8(at[t]->q), ahi[t] = vld1q_s8(at[t]->q + 16);
+        }
         for (int h = 0; h < 2; h++) { /* rows 0..3, rows 4..7 */
+            int32x4_t s[KA_X8_T];
+            for (int t = 0; t < T; t++)
+                s[t] = vdupq_n_s32(0);
 #define KA_X8_M(m)                                                                                 \
     do {                                                                                           \
         uint8x16_t v = vld1q_u8(blk + head + 32 * (m) + 16 * h);                                   \
-        s[h] = KA_DOT4(s[h], vreinterpretq_s8_u8(vandq_u8(v, m4)), alo, m);                        \
-        s[h] = KA_DOT4(s[h], vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), ahi, m);                       \
+        int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(v, m4)),                                       \
+                  hi = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));                                      \
+        for (int t = 0; t < T; t++) {                                                              \
+            s[t] = KA_DOT4(s[t], lo, alo[t], m);                                                   \
+            s[t] = KA_DOT4(s[t], hi, ahi[t], m);                                                   \
+        }                                                                                          \
     } while (0)
             KA_X8_M(0);
             KA_X8_M(1);
@@ -537,39 +557,45 @@ KA_INLINE void ka_tile_x8(int q41, int64_t nb, const uint8_t *w, const uint8_t *
             float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(blk + 8 * h)));
             float32x4_t mw = q41 ? vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(blk + 16 + 8 * h)))
                                  : vmulq_n_f32(dw, -8.0f);
-            acc[h] = vfmaq_f32(acc[h], vcvtq_f32_s32(s[h]), vmulq_n_f32(dw, ab->d));
-            msum[h] = vfmaq_n_f32(msum[h], mw, ab->s);
+            for (int t = 0; t < T; t++) {
+                acc[t][h] = vfmaq_f32(acc[t][h], vcvtq_f32_s32(s[t]), vmulq_n_f32(dw, at[t]->d));
+                msum[t][h] = vfmaq_n_f32(msum[t][h], mw, at[t]->s);
+            }
         }
     }
-    vst1q_f32(out, vaddq_f32(acc[0], msum[0]));
-    vst1q_f32(out + 4, vaddq_f32(acc[1], msum[1]));
-}
-
-#define KA_GEMM_X8(name, q41)                                                                      \
-    static void name(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,    \
-                     int64_t nt, float *out, int64_t ldo) {                                        \
-        for (int64_t g = 0; g < nr / 8; g++)                                                       \
-            for (int64_t t = 0; t < nt; t++)                                                       \
-                ka_tile_x8(q41, k / 32, (const uint8_t *)w + (size_t)g * 8 * ws,                   \
-                           (const uint8_t *)a + t * as, out + t * ldo + 8 * g);                    \
+    for (int t = 0; t < T; t++) {
+        vst1q_f32(out + t * ldo, vaddq_f32(acc[t][0], msum[t][0]));
+        vst1q_f32(out + t * ldo + 4, vaddq_f32(acc[t][1], msum[t][1]));
     }
-KA_GEMM_X8(ka_gemm_q4_0x8, 0)
-KA_GEMM_X8(ka_gemm_q4_1x8, 1)
+}
 
 /* q8_0x8: 8 vectors of 4 int8 columns per 8 rows per block, each dotted
  * with its 4 activations (|w * a| <= 128 * 127 fits int16 for SMULL);
  * dot_q8_0's formula per row lane: acc += f32(isum) * (dw * da). */
-KA_INLINE void ka_tile_q8x8(int64_t nb, const uint8_t *w, const uint8_t *a, float *out) {
-    float32x4_t acc[2] = {vdupq_n_f32(0), vdupq_n_f32(0)};
+KA_INLINE void ka_tile_q8x8(const int T, int64_t nb, const uint8_t *w, const uint8_t *a, size_t as,
+                            float *out, int64_t ldo) {
+    float32x4_t acc[KA_X8_T][2];
+    for (int t = 0; t < T; t++)
+        acc[t][0] = acc[t][1] = vdupq_n_f32(0);
+    const size_t ab = sizeof(kiln_cpu_block_q8);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = w + (size_t)b * 272;
-        const kiln_cpu_block_q8 *ab =
-            (const kiln_cpu_block_q8 *)(const void *)(a + b * sizeof(kiln_cpu_block_q8));
-        int8x16_t alo = vld1q_s8(ab->q), ahi = vld1q_s8(ab->q + 16);
+        const kiln_cpu_block_q8 *at[KA_X8_T];
+        int8x16_t alo[KA_X8_T], ahi[KA_X8_T];
+        for (int t = 0; t < T; t++) {
+            at[t] = (const kiln_cpu_block_q8 *)(const void *)(a + t * as + b * ab);
+            alo[t] = vld1q_s8(at[t]->q), ahi[t] = vld1q_s8(at[t]->q + 16);
+        }
         for (int h = 0; h < 2; h++) { /* rows 0..3, rows 4..7 */
-            int32x4_t s = vdupq_n_s32(0);
+            int32x4_t s[KA_X8_T];
+            for (int t = 0; t < T; t++)
+                s[t] = vdupq_n_s32(0);
 #define KA_Q8X8_M(m, av, lane)                                                                     \
-    s = KA_DOT4(s, vld1q_s8((const int8_t *)(blk + 16 + 32 * (m) + 16 * h)), av, lane)
+    do {                                                                                           \
+        int8x16_t v = vld1q_s8((const int8_t *)(blk + 16 + 32 * (m) + 16 * h));                    \
+        for (int t = 0; t < T; t++)                                                                \
+            s[t] = KA_DOT4(s[t], v, av[t], lane);                                                  \
+    } while (0)
             KA_Q8X8_M(0, alo, 0);
             KA_Q8X8_M(1, alo, 1);
             KA_Q8X8_M(2, alo, 2);
@@ -580,20 +606,36 @@ KA_INLINE void ka_tile_q8x8(int64_t nb, const uint8_t *w, const uint8_t *a, floa
             KA_Q8X8_M(7, ahi, 3);
 #undef KA_Q8X8_M
             float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(blk + 8 * h)));
-            acc[h] = vfmaq_f32(acc[h], vcvtq_f32_s32(s), vmulq_n_f32(dw, ab->d));
+            for (int t = 0; t < T; t++)
+                acc[t][h] = vfmaq_f32(acc[t][h], vcvtq_f32_s32(s[t]), vmulq_n_f32(dw, at[t]->d));
         }
     }
-    vst1q_f32(out, acc[0]);
-    vst1q_f32(out + 4, acc[1]);
+    for (int t = 0; t < T; t++) {
+        vst1q_f32(out + t * ldo, acc[t][0]);
+        vst1q_f32(out + t * ldo + 4, acc[t][1]);
+    }
 }
 
-static void ka_gemm_q8_0x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a,
-                           size_t as, int64_t nt, float *out, int64_t ldo) {
-    for (int64_t g = 0; g < nr / 8; g++)
-        for (int64_t t = 0; t < nt; t++)
-            ka_tile_q8x8(k / 32, (const uint8_t *)w + (size_t)g * 8 * ws,
-                         (const uint8_t *)a + t * as, out + t * ldo + 8 * g);
-}
+/* Groups of 8 weight rows, activation rows KA_X8_T at a time, then one by
+ * one. KIND: 0 q4_0x8, 1 q4_1x8, 2 q8_0x8. */
+#define KA_X8_TILE(KIND, T, wg, at, o)                                                             \
+    ((KIND) == 2 ? ka_tile_q8x8(T, k / 32, wg, at, as, o, ldo)                                     \
+                 : ka_tile_x8((KIND) == 1, T, k / 32, wg, at, as, o, ldo))
+#define KA_GEMM_X8(name, KIND)                                                                     \
+    static void name(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,    \
+                     int64_t nt, float *out, int64_t ldo) {                                        \
+        for (int64_t g = 0; g < nr / 8; g++) {                                                     \
+            const uint8_t *wg = (const uint8_t *)w + (size_t)g * 8 * ws;                           \
+            int64_t t = 0;                                                                         \
+            for (; t + KA_X8_T <= nt; t += KA_X8_T)                                                \
+                KA_X8_TILE(KIND, KA_X8_T, wg, (const uint8_t *)a + t * as, out + t * ldo + 8 * g); \
+            for (; t < nt; t++)                                                                    \
+                KA_X8_TILE(KIND, 1, wg, (const uint8_t *)a + t * as, out + t * ldo + 8 * g);       \
+        }                                                                                          \
+    }
+KA_GEMM_X8(ka_gemm_q4_0x8, 0)
+KA_GEMM_X8(ka_gemm_q4_1x8, 1)
+KA_GEMM_X8(ka_gemm_q8_0x8, 2)
 
 /* ---- vector helpers ------------------------------------------------------------------- */
 static float ka_dot_f32(const float *a, const float *b, int64_t n) {
