@@ -42,8 +42,9 @@ static void put_u16(uint8_t *p, uint16_t h) {
 /* nr rows of random weights with sane scales (values do not change the speed). */
 static void fill_weights(kiln_dtype t, uint8_t *w, int64_t nr, int64_t k) {
     size_t rb = kiln_dtype_row_bytes(t, k);
-    if (kiln_dtype_row_group(t) > 1) { /* packed x8: blocks of 8 rows, scales first */
-        size_t bb = 8 * kiln_dtype_row_bytes(t, 32), heads = t == KILN_Q4_1_X8 ? 16 : 8;
+    if (kiln_dtype_row_group(t) > 1) { /* packed x8: blocks of 8 rows, f16 scales first */
+        size_t bb = 8 * kiln_dtype_row_bytes(t, kiln_dtype_block(t)),
+               heads = t == KILN_Q4_1_X8 || t == KILN_Q4_K_X8 ? 16 : 8;
         for (size_t i = 0; i < rb * (size_t)nr; i++)
             w[i] = (uint8_t)rnd();
         for (size_t b = 0; b < rb * (size_t)nr; b += bb)
@@ -126,9 +127,9 @@ static int dtype_wanted(kiln_dtype t, const char *const *want, int nwant) {
 }
 
 int main(int argc, char **argv) {
-    static const kiln_dtype dtypes[] = {KILN_F32,     KILN_F16,     KILN_BF16,   KILN_Q8_0,
-                                        KILN_Q4_0,    KILN_Q4_1,    KILN_Q4_K,   KILN_Q6_K,
-                                        KILN_Q4_0_X8, KILN_Q4_1_X8, KILN_Q8_0_X8};
+    static const kiln_dtype dtypes[] = {KILN_F32,     KILN_F16,     KILN_BF16,    KILN_Q8_0,
+                                        KILN_Q4_0,    KILN_Q4_1,    KILN_Q4_K,    KILN_Q6_K,
+                                        KILN_Q4_0_X8, KILN_Q4_1_X8, KILN_Q8_0_X8, KILN_Q4_K_X8};
     int reps = 5;
     const char *want[8];
     int nwant = 0;

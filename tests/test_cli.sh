@@ -16,7 +16,7 @@ SHARED=${KILN_SHARED_DATA:-$HERE/../../shared/data}
 "$FIX" "$WORK" 5 || { echo "make_fixture failed"; exit 1; }
 M=$WORK/model.bin T=$WORK/tok.bin P=$WORK/m.kiln
 
-expect version 0 "(program format 6)" -- "$KILN" --version
+expect version 0 "(program format 7)" -- "$KILN" --version
 expect no_args 2 "usage: kiln" -- "$KILN"
 expect unknown_command 2 "unknown command 'frobnicate'" -- "$KILN" frobnicate
 for c in compile info generate chat; do

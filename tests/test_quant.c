@@ -224,11 +224,51 @@ TEST(q4_0x8_packs_losslessly) {
     ASSERT(memcmp(blk8 + 12, row8, 2) == 0);
     for (int m = 0; m < 8; m++)
         ASSERT(memcmp(blk8 + 16 + 32 * m + 24, row8 + 2 + 4 * m, 4) == 0);
+    /* q4_Kx8: random q4_K bytes (every 6-bit scale and min code) with finite d, dmin */
+    enum { KK = 512, RBK = KK / 256 * 144, WSK = RBK + 6 };
+    static uint8_t plaink[N * WSK], packedk[N * WSK];
+    static float ak[KK], bk[KK];
+    for (int i = 0; i < N * WSK; i++)
+        plaink[i] = (uint8_t)kt_rand(&s);
+    for (int r = 0; r < N; r++)
+        for (int sbk = 0; sbk < KK / 256; sbk++) {
+            put_f16(plaink + r * WSK + 144 * sbk, kt_randf(&s));
+            put_f16(plaink + r * WSK + 144 * sbk + 2, kt_randf(&s));
+        }
+    ASSERT_OK(kiln_pack_rows(KILN_Q4_K_X8, plaink, WSK, N, KK, packedk, WSK));
+    for (int r = 0; r < N; r++) {
+        ASSERT_OK(kiln_dequant_row(KILN_Q4_K, plaink + r * WSK, ak, KK));
+        ASSERT_OK(kiln_weight_dequant(KILN_Q4_K_X8, packedk, WSK, r, 0, KK, bk));
+        ASSERT_MSG(memcmp(ak, bk, sizeof ak) == 0, "q4_K row %d differs after packing", r);
+        ASSERT_OK(kiln_weight_dequant(KILN_Q4_K_X8, packedk, WSK, r, 256, 256, bk));
+        ASSERT_MSG(memcmp(ak + 256, bk, 256 * sizeof(float)) == 0,
+                   "q4_K row %d from super-block 1 differs", r);
+    }
+    /* group 2, super-block 1, row j = 5: d at 2j, dmin at 16 + 2j, the row's byte 32c + 4m + e
+     * of nibbles at 128 + 32 (8c + m) + 4j + e; every (scale, min) pair as the plain block's */
+    const uint8_t *blkk = packedk + 16 * WSK + 1152, *rowk = plaink + 21 * WSK + 144;
+    ASSERT(memcmp(blkk + 10, rowk, 2) == 0 && memcmp(blkk + 26, rowk + 2, 2) == 0);
+    for (int c = 0; c < 4; c++)
+        for (int m = 0; m < 8; m++)
+            ASSERT(memcmp(blkk + 128 + 32 * (8 * c + m) + 20, rowk + 16 + 32 * c + 4 * m, 4) == 0);
+    for (int sb = 0; sb < 8; sb++) {
+        int sc, mn;
+        kiln_q4kx8_scale_min(blkk, sb, 5, &sc, &mn);
+        int esc = sb < 4 ? rowk[4 + sb] & 63 : (rowk[8 + sb] & 15) | (rowk[sb] >> 6) << 4;
+        int emn = sb < 4 ? rowk[8 + sb] & 63 : (rowk[8 + sb] >> 4) | (rowk[4 + sb] >> 6) << 4;
+        ASSERT_MSG(sc == esc && mn == emn, "sub-block %d: scale %d min %d, plain %d %d", sb, sc, mn,
+                   esc, emn);
+    }
+    ASSERT_EQ_I(kiln_pack_rows(KILN_Q4_K_X8, plaink, WSK, N, 96, packedk, WSK),
+                KILN_ERR_INVALID_ARG);
+    ASSERT_CONTAINS(kiln_last_error(), "whole super-blocks");
+    ASSERT_EQ_I(kiln_dtype_packed(KILN_Q4_K), KILN_Q4_K_X8);
+    ASSERT_EQ_I(kiln_dtype_plain(KILN_Q4_K_X8), KILN_Q4_K);
     ASSERT_EQ_I(kiln_pack_rows(KILN_Q4_0_X8, plain, WS, 12, K, packed, WS), KILN_ERR_INVALID_ARG);
     ASSERT_CONTAINS(kiln_last_error(), "whole groups of 8 rows");
     ASSERT_EQ_I(kiln_dtype_packed(KILN_Q4_0), KILN_Q4_0_X8);
     ASSERT_EQ_I(kiln_dtype_packed(KILN_Q8_0), KILN_Q8_0_X8);
-    ASSERT_EQ_I(kiln_dtype_packed(KILN_Q4_K), KILN_Q4_K);
+    ASSERT_EQ_I(kiln_dtype_packed(KILN_Q6_K), KILN_Q6_K);
     ASSERT_EQ_I(kiln_dtype_row_group(KILN_Q4_0_X8), 8);
     ASSERT_EQ_U(kiln_shape_bytes(KILN_Q4_0_X8, 2, (const int64_t[]){16, 64}), 16 * 36);
     ASSERT_EQ_U(kiln_shape_bytes(KILN_Q4_0_X8, 2, (const int64_t[]){12, 64}), 0);

@@ -42,7 +42,7 @@ extern "C" {
 #define KILN_VERSION_PATCH 0
 #define KILN_VERSION_STRING "0.1.0"
 /* Version of the program-file layout this library writes and reads. */
-#define KILN_FORMAT_VERSION 6
+#define KILN_FORMAT_VERSION 7
 /* Most dimensions a tensor may have. */
 #define KILN_MAX_DIMS 4
 /* Most threads one program computes with (kiln_open_options.n_threads). */
@@ -94,6 +94,7 @@ typedef enum kiln_dtype {
     KILN_Q4_0_X8 = 13,
     KILN_Q4_1_X8 = 14, /* q4_1 likewise */
     KILN_Q8_0_X8 = 15, /* q8_0 likewise */
+    KILN_Q4_K_X8 = 16, /* q4_K likewise, per super-block of 256 columns */
 } kiln_dtype;
 
 /* Name of a dtype ("f32", "q4_0"), or NULL for a value that is not one. */

@@ -114,6 +114,7 @@ kiln_status kiln_dequant_row(kiln_dtype t, const void *src, float *y, int64_t n)
     case KILN_Q4_0_X8:
     case KILN_Q4_1_X8:
     case KILN_Q8_0_X8:
+    case KILN_Q4_K_X8:
         break; /* rows of a packed tensor: kiln_weight_dequant */
     }
     return kiln_error(KILN_ERR_UNSUPPORTED, "no reader for dtype %s",
@@ -186,6 +187,8 @@ kiln_dtype kiln_dtype_packed(kiln_dtype plain) {
         return KILN_Q4_1_X8;
     case KILN_Q8_0:
         return KILN_Q8_0_X8;
+    case KILN_Q4_K:
+        return KILN_Q4_K_X8;
     default:
         return plain;
     }
@@ -199,6 +202,8 @@ kiln_dtype kiln_dtype_plain(kiln_dtype packed) {
         return KILN_Q4_1;
     case KILN_Q8_0_X8:
         return KILN_Q8_0;
+    case KILN_Q4_K_X8:
+        return KILN_Q4_K;
     default:
         return packed;
     }
@@ -218,6 +223,46 @@ typedef struct {
     int q8;          /* 1: int8 values, 4 columns per 4 bytes (q8_0x8) */
 } x8_layout;
 
+/* q4_Kx8 (FORMAT.md 6.1): per group of 8 rows and super-block of 256
+ * columns, 1152 bytes. Its 64 6-bit scales and 64 6-bit mins are indexed
+ * x = 8 * sub-block + row (quant.h, kiln_q4kx8_scale_min). */
+static void q4kx8_pack(uint8_t *blk, const uint8_t *const rows[8]) {
+    memset(blk + 32, 0, 96);
+    for (int j = 0; j < 8; j++) {
+        memcpy(blk + 2 * j, rows[j], 2);
+        memcpy(blk + 16 + 2 * j, rows[j] + 2, 2);
+        for (int sb = 0; sb < 8; sb++) {
+            int sc, mn, x = 8 * sb + j;
+            q4k_scale_min(sb, rows[j] + 4, &sc, &mn);
+            blk[32 + x % 32] |= (uint8_t)((sc & 15) << (x < 32 ? 0 : 4));
+            blk[64 + x % 32] |= (uint8_t)((mn & 15) << (x < 32 ? 0 : 4));
+            blk[96 + x % 16] |= (uint8_t)((sc >> 4) << (2 * (x / 16)));
+            blk[112 + x % 16] |= (uint8_t)((mn >> 4) << (2 * (x / 16)));
+        }
+        for (int c = 0; c < 4; c++)
+            for (int m = 0; m < 8; m++)
+                memcpy(blk + 128 + 32 * (8 * c + m) + 4 * j, rows[j] + 16 + 32 * c + 4 * m, 4);
+    }
+}
+
+/* Row j's plain q4_K super-block from a packed one: q4k_scale_min's
+ * packing run backwards, so unpack(pack(x)) == x byte for byte. */
+static void q4kx8_unpack(const uint8_t *blk, int j, uint8_t plain[144]) {
+    int sc[8], mn[8];
+    for (int sb = 0; sb < 8; sb++)
+        kiln_q4kx8_scale_min(blk, sb, j, &sc[sb], &mn[sb]);
+    memcpy(plain, blk + 2 * j, 2);
+    memcpy(plain + 2, blk + 16 + 2 * j, 2);
+    for (int i = 0; i < 4; i++) {
+        plain[4 + i] = (uint8_t)(sc[i] | (sc[i + 4] >> 4) << 6);
+        plain[8 + i] = (uint8_t)(mn[i] | (mn[i + 4] >> 4) << 6);
+        plain[12 + i] = (uint8_t)((sc[i + 4] & 15) | (mn[i + 4] & 15) << 4);
+    }
+    for (int c = 0; c < 4; c++)
+        for (int m = 0; m < 8; m++)
+            memcpy(plain + 16 + 32 * c + 4 * m, blk + 128 + 32 * (8 * c + m) + 4 * j, 4);
+}
+
 static int x8_layout_of(kiln_dtype t, x8_layout *l) {
     if (t == KILN_Q4_0_X8)
         *l = (x8_layout){18, 16, 0};
@@ -232,6 +277,16 @@ static int x8_layout_of(kiln_dtype t, x8_layout *l) {
 
 kiln_status kiln_weight_dequant(kiln_dtype t, const void *w, size_t row_stride, int64_t row,
                                 int64_t k0, int64_t n, float *dst) {
+    if (t == KILN_Q4_K_X8) { /* rebuild the row's plain super-blocks, read them as q4_K */
+        const uint8_t *g = (const uint8_t *)w + (size_t)(row / 8) * 8 * row_stride;
+        uint8_t plain[144];
+        for (int64_t b = k0 / 256; b < (k0 + n) / 256; b++, dst += 256) {
+            q4kx8_unpack(g + (size_t)b * 1152, (int)(row % 8), plain);
+            kiln_status st = kiln_dequant_row(KILN_Q4_K, plain, dst, 256);
+            if (st) return st;
+        }
+        return KILN_OK;
+    }
     x8_layout l;
     if (!x8_layout_of(t, &l)) {
         const uint8_t *p =
@@ -264,6 +319,22 @@ kiln_status kiln_weight_dequant(kiln_dtype t, const void *w, size_t row_stride, 
 
 kiln_status kiln_pack_rows(kiln_dtype packed, const void *src, size_t src_stride, int64_t nrows,
                            int64_t k, void *dst, size_t dst_stride) {
+    if (packed == KILN_Q4_K_X8) {
+        if (nrows % 8 || k % 256)
+            return kiln_error(KILN_ERR_INVALID_ARG,
+                              "q4_Kx8 packs whole groups of 8 rows of whole super-blocks (%lld "
+                              "rows of %lld)",
+                              (long long)nrows, (long long)k);
+        for (int64_t g = 0; g < nrows / 8; g++)
+            for (int64_t b = 0; b < k / 256; b++) {
+                const uint8_t *rows[8];
+                for (int j = 0; j < 8; j++)
+                    rows[j] =
+                        (const uint8_t *)src + (size_t)(8 * g + j) * src_stride + (size_t)b * 144;
+                q4kx8_pack((uint8_t *)dst + (size_t)g * 8 * dst_stride + (size_t)b * 1152, rows);
+            }
+        return KILN_OK;
+    }
     x8_layout l;
     if (!x8_layout_of(packed, &l))
         return kiln_error(KILN_ERR_UNSUPPORTED, "no packed layout %s",

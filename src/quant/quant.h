@@ -29,6 +29,17 @@ kiln_dtype kiln_dtype_packed(kiln_dtype plain);
 /* The plain dtype a packed one interleaves (q4_0x8 -> q4_0); others as given. */
 kiln_dtype kiln_dtype_plain(kiln_dtype packed);
 
+/* q4_Kx8 (docs/FORMAT.md 6.1): the scale and min of sub-block sb (0..7) of
+ * row j (0..7) in a packed 1152-byte super-block: for x = 8 * sb + j, the
+ * low 4 bits are nibble x of bytes 32.. (scales) / 64.. (mins) (x < 32: low
+ * nibble of byte x, else high nibble of byte x - 32) and the top 2 bits are
+ * bits 2 * (x / 16) of byte x % 16 of bytes 96.. (scales) / 112.. (mins). */
+static inline void kiln_q4kx8_scale_min(const uint8_t *blk, int sb, int j, int *sc, int *mn) {
+    int x = 8 * sb + j, sh = x < 32 ? 0 : 4, hs = 2 * (x / 16);
+    *sc = ((blk[32 + x % 32] >> sh) & 15) | ((blk[96 + x % 16] >> hs) & 3) << 4;
+    *mn = ((blk[64 + x % 32] >> sh) & 15) | ((blk[112 + x % 16] >> hs) & 3) << 4;
+}
+
 /* Values k0 .. k0+n-1 of row `row` of a weight in any layout, rows
  * row_stride bytes apart (for a packed dtype: groups of 8 rows are
  * 8 * row_stride apart). k0 and n are whole blocks. */

@@ -616,11 +616,101 @@ KA_INLINE void ka_tile_q8x8(const int T, int64_t nb, const uint8_t *w, const uin
     }
 }
 
+/* q4_Kx8 (quant.h): per super-block, the 64 scales and 64 mins (x = 8 *
+ * sub-block + row) unpacked once for the tile; per sub-block j and half h
+ * (rows 4h .. 4h+3), 8 dots of 4 nibbles by lane into int32, times the
+ * rows' scales (exact), and per row mins * (bsums pairs). dot_q4_K's
+ * formula per row lane: acc = fma(f32(is), d * da, acc), then
+ * acc = fma(-f32(ms), dmin * da, acc). */
+KA_INLINE void ka_q4kx8_unpack(const uint8_t *low, const uint8_t *top, uint8_t out[64]) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x03);
+    uint8x16_t l0 = vld1q_u8(low), l1 = vld1q_u8(low + 16), h = vld1q_u8(top);
+    vst1q_u8(out, vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(h, m3), 4)));
+    vst1q_u8(out + 16, vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 2), m3), 4)));
+    vst1q_u8(out + 32, vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 4), m3), 4)));
+    vst1q_u8(out + 48, vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(h, 6), 4)));
+}
+
+/* 4 u8 as int32 lanes. */
+KA_INLINE int32x4_t ka_u8x4(const uint8_t *p) {
+    uint8x8_t v = vreinterpret_u8_u32(vld1_dup_u32((const uint32_t *)(const void *)p));
+    return vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(vmovl_u8(v))));
+}
+
+KA_INLINE void ka_tile_q4kx8(const int T, int64_t nb, const uint8_t *w, const uint8_t *a, size_t as,
+                             float *out, int64_t ldo) {
+    float32x4_t acc[KA_X8_T][2];
+    for (int t = 0; t < T; t++)
+        acc[t][0] = acc[t][1] = vdupq_n_f32(0);
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    const size_t ab = sizeof(kiln_cpu_block_q8k);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = w + (size_t)b * 1152;
+        const kiln_cpu_block_q8k *at[KA_X8_T];
+        for (int t = 0; t < T; t++)
+            at[t] = (const kiln_cpu_block_q8k *)(const void *)(a + t * as + b * ab);
+        _Alignas(16) uint8_t sc[64], mn[64];
+        ka_q4kx8_unpack(blk + 32, blk + 96, sc);
+        ka_q4kx8_unpack(blk + 64, blk + 112, mn);
+        int32x4_t is[KA_X8_T][2], ms[KA_X8_T][2];
+        for (int t = 0; t < T; t++)
+            is[t][0] = is[t][1] = ms[t][0] = ms[t][1] = vdupq_n_s32(0);
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *qs = blk + 128 + 256 * (j / 2);
+            int8x16_t a0[KA_X8_T], a1[KA_X8_T];
+            for (int t = 0; t < T; t++)
+                a0[t] = vld1q_s8(at[t]->q + 32 * j), a1[t] = vld1q_s8(at[t]->q + 32 * j + 16);
+            for (int h = 0; h < 2; h++) {
+                int32x4_t s[KA_X8_T];
+                for (int t = 0; t < T; t++)
+                    s[t] = vdupq_n_s32(0);
+#define KA_Q4KX8_M(m, av, lane)                                                                    \
+    do {                                                                                           \
+        uint8x16_t v = vld1q_u8(qs + 32 * (m) + 16 * h);                                           \
+        int8x16_t x = vreinterpretq_s8_u8(j & 1 ? vshrq_n_u8(v, 4) : vandq_u8(v, m4));             \
+        for (int t = 0; t < T; t++)                                                                \
+            s[t] = KA_DOT4(s[t], x, av[t], lane);                                                  \
+    } while (0)
+                KA_Q4KX8_M(0, a0, 0);
+                KA_Q4KX8_M(1, a0, 1);
+                KA_Q4KX8_M(2, a0, 2);
+                KA_Q4KX8_M(3, a0, 3);
+                KA_Q4KX8_M(4, a1, 0);
+                KA_Q4KX8_M(5, a1, 1);
+                KA_Q4KX8_M(6, a1, 2);
+                KA_Q4KX8_M(7, a1, 3);
+#undef KA_Q4KX8_M
+                int32x4_t scv = ka_u8x4(sc + 8 * j + 4 * h), mnv = ka_u8x4(mn + 8 * j + 4 * h);
+                for (int t = 0; t < T; t++) {
+                    is[t][h] = vmlaq_s32(is[t][h], s[t], scv);
+                    ms[t][h] =
+                        vmlaq_n_s32(ms[t][h], mnv, at[t]->bsums[2 * j] + at[t]->bsums[2 * j + 1]);
+                }
+            }
+        }
+        for (int h = 0; h < 2; h++) {
+            float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(blk + 8 * h)));
+            float32x4_t dm = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(blk + 16 + 8 * h)));
+            for (int t = 0; t < T; t++) {
+                acc[t][h] =
+                    vfmaq_f32(acc[t][h], vcvtq_f32_s32(is[t][h]), vmulq_n_f32(dw, at[t]->d));
+                acc[t][h] =
+                    vfmsq_f32(acc[t][h], vcvtq_f32_s32(ms[t][h]), vmulq_n_f32(dm, at[t]->d));
+            }
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        vst1q_f32(out + t * ldo, acc[t][0]);
+        vst1q_f32(out + t * ldo + 4, acc[t][1]);
+    }
+}
+
 /* Groups of 8 weight rows, activation rows KA_X8_T at a time, then one by
- * one. KIND: 0 q4_0x8, 1 q4_1x8, 2 q8_0x8. */
+ * one. KIND: 0 q4_0x8, 1 q4_1x8, 2 q8_0x8, 3 q4_Kx8. */
 #define KA_X8_TILE(KIND, T, wg, at, o)                                                             \
-    ((KIND) == 2 ? ka_tile_q8x8(T, k / 32, wg, at, as, o, ldo)                                     \
-                 : ka_tile_x8((KIND) == 1, T, k / 32, wg, at, as, o, ldo))
+    ((KIND) == 3   ? ka_tile_q4kx8(T, k / 256, wg, at, as, o, ldo)                                 \
+     : (KIND) == 2 ? ka_tile_q8x8(T, k / 32, wg, at, as, o, ldo)                                   \
+                   : ka_tile_x8((KIND) == 1, T, k / 32, wg, at, as, o, ldo))
 #define KA_GEMM_X8(name, KIND)                                                                     \
     static void name(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,    \
                      int64_t nt, float *out, int64_t ldo) {                                        \
@@ -636,6 +726,7 @@ KA_INLINE void ka_tile_q8x8(const int T, int64_t nb, const uint8_t *w, const uin
 KA_GEMM_X8(ka_gemm_q4_0x8, 0)
 KA_GEMM_X8(ka_gemm_q4_1x8, 1)
 KA_GEMM_X8(ka_gemm_q8_0x8, 2)
+KA_GEMM_X8(ka_gemm_q4_Kx8, 3)
 
 /* ---- vector helpers ------------------------------------------------------------------- */
 static float ka_dot_f32(const float *a, const float *b, int64_t n) {
@@ -690,6 +781,7 @@ static void ka_axpy_f16(float alpha, const uint16_t *x, float *y, int64_t n) {
                 [KILN_Q4_0_X8] = ka_gemm_q4_0x8,                                                   \
                 [KILN_Q4_1_X8] = ka_gemm_q4_1x8,                                                   \
                 [KILN_Q8_0_X8] = ka_gemm_q8_0x8,                                                   \
+                [KILN_Q4_K_X8] = ka_gemm_q4_Kx8,                                                   \
             },                                                                                     \
         .dot_f32 = ka_dot_f32,                                                                     \
         .dot_f16 = ka_dot_f16,                                                                     \

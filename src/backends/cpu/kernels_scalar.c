@@ -6,6 +6,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/kernels_quant_common.h"
+#include "quant/quant.h"
 
 static float ld_f16(const uint8_t *p) {
     uint16_t h;
@@ -215,6 +216,39 @@ static void gemm_q8_0x8(int64_t k, const void *w_, size_t ws, int64_t nr, const 
             }
 }
 
+/* q4_Kx8 (quant.h): per super-block and row j, dot_q4_K's sums (is, ms)
+ * and its two updates of sum, the values read from the interleaved bytes. */
+static void gemm_q4_Kx8(int64_t k, const void *w_, size_t ws, int64_t nr, const void *a_, size_t as,
+                        int64_t nt, float *out, int64_t ldo) {
+    const uint8_t *w = w_, *a = a_;
+    const int64_t nb = k / 256;
+    for (int64_t g = 0; g < nr / 8; g++)
+        for (int64_t t = 0; t < nt; t++)
+            for (int j = 0; j < 8; j++) {
+                float sum = 0.0f;
+                const kiln_cpu_block_q8k *ab =
+                    (const kiln_cpu_block_q8k *)(const void *)(a + t * as);
+                for (int64_t b = 0; b < nb; b++, ab++) {
+                    const uint8_t *blk = w + (size_t)g * 8 * ws + (size_t)b * 1152;
+                    int is = 0, ms = 0;
+                    for (int sb = 0; sb < 8; sb++) {
+                        int sc, mn, d = 0;
+                        kiln_q4kx8_scale_min(blk, sb, j, &sc, &mn);
+                        for (int m = 0; m < 8; m++)
+                            for (int e = 0; e < 4; e++) {
+                                uint8_t q = blk[128 + 32 * (8 * (sb / 2) + m) + 4 * j + e];
+                                d += (sb & 1 ? q >> 4 : q & 0x0F) * ab->q[32 * sb + 4 * m + e];
+                            }
+                        is += sc * d;
+                        ms += mn * (ab->bsums[2 * sb] + ab->bsums[2 * sb + 1]);
+                    }
+                    sum += (float)is * (ld_f16(blk + 2 * j) * ab->d);
+                    sum -= (float)ms * (ld_f16(blk + 16 + 2 * j) * ab->d);
+                }
+                out[t * ldo + 8 * g + j] = sum;
+            }
+}
+
 static void gemm_q4_0x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,
                         int64_t nt, float *out, int64_t ldo) {
     gemm_x8(0, k, w, ws, nr, a, as, nt, out, ldo);
@@ -266,6 +300,7 @@ const kiln_cpu_kernels kiln_cpu_kernels_scalar = {
             [KILN_Q4_0_X8] = gemm_q4_0x8,
             [KILN_Q4_1_X8] = gemm_q4_1x8,
             [KILN_Q8_0_X8] = gemm_q8_0x8,
+            [KILN_Q4_K_X8] = gemm_q4_Kx8,
         },
     .dot_f32 = dot_f32,
     .dot_f16 = dot_f16,

@@ -449,16 +449,109 @@ KX_INLINE void kx_tile_q8x8(const int T, int64_t nb, const uint8_t *w, size_t pf
     KX_UNROLL for (int t = 0; t < T; t++) _mm256_storeu_ps(out + t * ldo, acc[t]);
 }
 
-enum { KX_X8_Q4_0, KX_X8_Q4_1, KX_X8_Q8_0 };
+/* q4_Kx8 (quant.h): 8 rows per 32-byte vector as q4_0x8, per super-block
+ * of 256 columns. The 64 scales and 64 mins (6 bits, x = 8 * sub-block +
+ * row) are unpacked once per super-block for the whole tile: low nibbles
+ * by AND / shift, top bits by per-half variable shifts, stored as u8 and
+ * widened per sub-block to one 32-bit lane per row.
+ *   AVX2: per sub-block and activation row, 8 VPMADDUBSW summed in i16
+ *         (|sum| <= 8 * 2 * 15 * 127 = 30480), then one VPMADDWD by the
+ *         rows' scales (the scale in both 16-bit halves of the lane).
+ *   VNNI: 8 VPDPBUSD into int32, then one VPMULLD by the scales.
+ * mins: sum_j mn_j * (bsums[2j] + bsums[2j+1]) by one VPMADDWD per sub-block.
+ *   acc_t += f32(is) * (d * da) ; acc_t -= f32(ms) * (dmin * da)
+ * dot_q4_K's formula, lane for lane (exact integer sums). */
+KX_INLINE void kx_q4kx8_unpack(const uint8_t *low, const uint8_t *top, uint8_t out[64]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+    __m256i lo = kx_load(low);
+    __m256i hi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)top));
+    __m256i h0 = _mm256_and_si256(_mm256_srlv_epi64(hi, _mm256_setr_epi64x(0, 0, 2, 2)), m2);
+    __m256i h1 = _mm256_and_si256(_mm256_srlv_epi64(hi, _mm256_setr_epi64x(4, 4, 6, 6)), m2);
+    _mm256_storeu_si256((__m256i *)(void *)out,
+                        _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_slli_epi16(h0, 4)));
+    _mm256_storeu_si256(
+        (__m256i *)(void *)(out + 32),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo, 4), m4), _mm256_slli_epi16(h1, 4)));
+}
+
+/* 8 u8 as one 32-bit lane each; `dup`: the value in both 16-bit halves. */
+KX_INLINE __m256i kx_lanes8(const uint8_t *p, int dup) {
+    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p));
+    return dup ? _mm256_or_si256(v, _mm256_slli_epi32(v, 16)) : v;
+}
+
+KX_INLINE void kx_tile_q4kx8(const int T, int64_t nb, const uint8_t *w, size_t pf, const uint8_t *a,
+                             size_t as, float *out, int64_t ldo) {
+    const size_t ab = sizeof(kiln_cpu_block_q8k), aq = offsetof(kiln_cpu_block_q8k, q),
+                 abs_ = offsetof(kiln_cpu_block_q8k, bsums);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[KX_X8_T];
+    KX_UNROLL for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = w + (size_t)b * 1152;
+        if (pf) kx_prefetch_next(blk + pf, 1152);
+        _Alignas(32) uint8_t sc[64], mn[64];
+        kx_q4kx8_unpack(blk + 32, blk + 96, sc);
+        kx_q4kx8_unpack(blk + 64, blk + 112, mn);
+        __m256i is[KX_X8_T];
+        KX_UNROLL for (int t = 0; t < T; t++) is[t] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) { /* sub-block j: nibbles (j & 1) of vectors 8 (j / 2) .. */
+            const uint8_t *qs = blk + 128 + 256 * (j / 2);
+            __m256i s[KX_X8_T];
+            KX_UNROLL for (int m = 0; m < 8; m++) {
+                __m256i v = kx_load(qs + 32 * m);
+                v = _mm256_and_si256(j & 1 ? _mm256_srli_epi16(v, 4) : v, m4);
+                KX_UNROLL for (int t = 0; t < T; t++) {
+                    __m256i q =
+                        kx_bcast4((const int8_t *)(a + t * as + b * ab + aq) + 32 * j + 4 * m);
+#if KX_VNNI
+                    s[t] = kx_dpbusd(m ? s[t] : _mm256_setzero_si256(), v, q);
+#else
+                    __m256i p = _mm256_maddubs_epi16(v, q);
+                    s[t] = m ? _mm256_add_epi16(s[t], p) : p;
+#endif
+                }
+            }
+#if KX_VNNI
+            const __m256i scv = kx_lanes8(sc + 8 * j, 0);
+            KX_UNROLL for (int t = 0; t < T; t++) is[t] =
+                _mm256_add_epi32(is[t], _mm256_mullo_epi32(s[t], scv));
+#else
+            const __m256i scv = kx_lanes8(sc + 8 * j, 1);
+            KX_UNROLL for (int t = 0; t < T; t++) is[t] =
+                _mm256_add_epi32(is[t], _mm256_madd_epi16(s[t], scv));
+#endif
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)blk));
+        const __m256 dm =
+            _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(blk + 16)));
+        __m256i mv[8];
+        KX_UNROLL for (int j = 0; j < 8; j++) mv[j] = kx_lanes8(mn + 8 * j, 1);
+        KX_UNROLL for (int t = 0; t < T; t++) {
+            const uint8_t *pa = a + t * as + b * ab;
+            __m256i ms = _mm256_setzero_si256();
+            KX_UNROLL for (int j = 0; j < 8; j++) ms = _mm256_add_epi32(
+                ms, _mm256_madd_epi16(mv[j], kx_bcast4((const int8_t *)(pa + abs_) + 4 * j)));
+            const __m256 da = _mm256_broadcast_ss((const float *)(const void *)pa);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), _mm256_mul_ps(dw, da), acc[t]);
+            acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(dm, da), acc[t]);
+        }
+    }
+    KX_UNROLL for (int t = 0; t < T; t++) _mm256_storeu_ps(out + t * ldo, acc[t]);
+}
+
+enum { KX_X8_Q4_0, KX_X8_Q4_1, KX_X8_Q8_0, KX_X8_Q4_K };
 
 KX_INLINE void kx_gemm_x8(int kind, int64_t k, const uint8_t *w, size_t ws, int64_t nr,
                           const uint8_t *a, size_t as, int64_t nt, float *out, int64_t ldo) {
-    const int64_t nb = k / 32, groups = nr / 8;
+    const int64_t nb = k / (kind == KX_X8_Q4_K ? 256 : 32), groups = nr / 8;
     const size_t gs = 8 * ws;
 #define KX_X8_TILE(T, pf)                                                                          \
-    (kind == KX_X8_Q8_0 ? kx_tile_q8x8(T, nb, wg, pf, a + t * as, as, out + t * ldo + 8 * g, ldo)  \
-                        : kx_tile_x8(kind == KX_X8_Q4_1, T, nb, wg, pf, a + t * as, as,            \
-                                     out + t * ldo + 8 * g, ldo))
+    (kind == KX_X8_Q4_K ? kx_tile_q4kx8(T, nb, wg, pf, a + t * as, as, out + t * ldo + 8 * g, ldo) \
+     : kind == KX_X8_Q8_0                                                                          \
+         ? kx_tile_q8x8(T, nb, wg, pf, a + t * as, as, out + t * ldo + 8 * g, ldo)                 \
+         : kx_tile_x8(kind == KX_X8_Q4_1, T, nb, wg, pf, a + t * as, as, out + t * ldo + 8 * g,    \
+                      ldo))
     for (int64_t g = 0; g < groups; g++) {
         const uint8_t *wg = w + (size_t)g * gs;
         /* one activation row (token generation): prefetch the next group */
@@ -485,6 +578,11 @@ static void kx_gemm_q4_1x8(int64_t k, const void *w, size_t ws, int64_t nr, cons
 static void kx_gemm_q8_0x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a,
                            size_t as, int64_t nt, float *out, int64_t ldo) {
     kx_gemm_x8(KX_X8_Q8_0, k, w, ws, nr, a, as, nt, out, ldo);
+}
+
+static void kx_gemm_q4_Kx8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a,
+                           size_t as, int64_t nt, float *out, int64_t ldo) {
+    kx_gemm_x8(KX_X8_Q4_K, k, w, ws, nr, a, as, nt, out, ldo);
 }
 
 /* ---- q4_K, q6_K weights x Q8K activations ---------------------------------------- */
@@ -726,6 +824,7 @@ static void kx_axpy_f16(float alpha, const uint16_t *x, float *y, int64_t n) {
                 [KILN_Q4_0_X8] = kx_gemm_q4_0x8,                                                   \
                 [KILN_Q4_1_X8] = kx_gemm_q4_1x8,                                                   \
                 [KILN_Q8_0_X8] = kx_gemm_q8_0x8,                                                   \
+                [KILN_Q4_K_X8] = kx_gemm_q4_Kx8,                                                   \
             },                                                                                     \
         .dot_f32 = kx_dot_f32,                                                                     \
         .dot_f16 = kx_dot_f16,                                                                     \
