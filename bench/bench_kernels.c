@@ -127,9 +127,9 @@ static int dtype_wanted(kiln_dtype t, const char *const *want, int nwant) {
 }
 
 int main(int argc, char **argv) {
-    static const kiln_dtype dtypes[] = {KILN_F32,     KILN_F16,     KILN_BF16,    KILN_Q8_0,
-                                        KILN_Q4_0,    KILN_Q4_1,    KILN_Q4_K,    KILN_Q6_K,
-                                        KILN_Q4_0_X8, KILN_Q4_1_X8, KILN_Q8_0_X8, KILN_Q4_K_X8};
+    static const kiln_dtype dtypes[] = {
+        KILN_F32,  KILN_F16,     KILN_BF16,    KILN_Q8_0,    KILN_Q4_0,    KILN_Q4_1,   KILN_Q4_K,
+        KILN_Q6_K, KILN_Q4_0_X8, KILN_Q4_1_X8, KILN_Q8_0_X8, KILN_Q4_K_X8, KILN_Q6_K_X8};
     int reps = 5;
     const char *want[8];
     int nwant = 0;

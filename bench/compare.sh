@@ -146,7 +146,7 @@ lines = ["# Kiln against llama.cpp", "",
          "Both tools ran the same GGUF file (Kiln compiled it), alternating per file and thread count; "
          "t/s is mean ± standard deviation over the repetitions. Ratio = Kiln / llama.cpp. "
          "Kiln compiled each file with `--prefill` = the largest ppN, so ppN is one prefill call "
-         "(llama-bench: one batch of N); q4_0, q4_1, q8_0 and q4_K weights are packed at compile time (q4_0x8, q4_1x8, q8_0x8, q4_Kx8).", "",
+         "(llama-bench: one batch of N); q4_0, q4_1, q8_0, q4_K and q6_K weights are packed at compile time (q4_0x8, q4_1x8, q8_0x8, q4_Kx8, q6_Kx8).", "",
          "| model file | threads | test | llama.cpp t/s | kiln t/s | ratio |", "|---|---|---|---|---|---|"]
 for key in order:
     r = runs[key]

@@ -236,17 +236,18 @@ static op_case *add_case(int op, const char *what, double tol) {
 static void build_cases(void) {
     if (g_ncases) return;
     unsigned long long rs = 7;
-    static const kiln_dtype wts[] = {KILN_F32,     KILN_F16,     KILN_BF16,    KILN_Q8_0,
-                                     KILN_Q4_0,    KILN_Q4_1,    KILN_Q4_K,    KILN_Q6_K,
-                                     KILN_Q4_0_X8, KILN_Q4_1_X8, KILN_Q8_0_X8, KILN_Q4_K_X8};
-    static const char *mm_names[] = {"matmul f32",    "matmul f16",    "matmul bf16",
-                                     "matmul q8_0",   "matmul q4_0",   "matmul q4_1",
-                                     "matmul q4_K",   "matmul q6_K",   "matmul q4_0x8",
-                                     "matmul q4_1x8", "matmul q8_0x8", "matmul q4_Kx8"};
+    static const kiln_dtype wts[] = {
+        KILN_F32,  KILN_F16,     KILN_BF16,    KILN_Q8_0,    KILN_Q4_0,    KILN_Q4_1,   KILN_Q4_K,
+        KILN_Q6_K, KILN_Q4_0_X8, KILN_Q4_1_X8, KILN_Q8_0_X8, KILN_Q4_K_X8, KILN_Q6_K_X8};
+    static const char *mm_names[] = {
+        "matmul f32",    "matmul f16",    "matmul bf16",  "matmul q8_0",   "matmul q4_0",
+        "matmul q4_1",   "matmul q4_K",   "matmul q6_K",  "matmul q4_0x8", "matmul q4_1x8",
+        "matmul q8_0x8", "matmul q4_Kx8", "matmul q6_Kx8"};
     static const char *gr_names[] = {"get_rows f32",    "get_rows f16",    "get_rows bf16",
                                      "get_rows q8_0",   "get_rows q4_0",   "get_rows q4_1",
                                      "get_rows q4_K",   "get_rows q6_K",   "get_rows q4_0x8",
-                                     "get_rows q4_1x8", "get_rows q8_0x8", "get_rows q4_Kx8"};
+                                     "get_rows q4_1x8", "get_rows q8_0x8", "get_rows q4_Kx8",
+                                     "get_rows q6_Kx8"};
     for (size_t k = 0; k < sizeof wts / sizeof *wts; k++) {
         kiln_dtype t = wts[k];
         int quant = kiln_dtype_block(t) > 1;

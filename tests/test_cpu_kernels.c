@@ -19,9 +19,9 @@
 #include "harness.h"
 #include "quant/quant.h"
 
-static const kiln_dtype k_dtypes[] = {KILN_F32,     KILN_F16,     KILN_BF16,    KILN_Q8_0,
-                                      KILN_Q4_0,    KILN_Q4_1,    KILN_Q4_K,    KILN_Q6_K,
-                                      KILN_Q4_0_X8, KILN_Q4_1_X8, KILN_Q8_0_X8, KILN_Q4_K_X8};
+static const kiln_dtype k_dtypes[] = {
+    KILN_F32,  KILN_F16,     KILN_BF16,    KILN_Q8_0,    KILN_Q4_0,    KILN_Q4_1,   KILN_Q4_K,
+    KILN_Q6_K, KILN_Q4_0_X8, KILN_Q4_1_X8, KILN_Q8_0_X8, KILN_Q4_K_X8, KILN_Q6_K_X8};
 #define N_DTYPES (int)(sizeof k_dtypes / sizeof *k_dtypes)
 
 /* The tables this CPU runs, best first (scalar last); prints the skipped
@@ -302,7 +302,17 @@ TEST(gemm_extreme_codes) {
             problem p;
             problem_make(&p, ks[v], t, 512, 5, 5, &s);
             const int x8 = kiln_dtype_row_group(t) > 1, bb = t == KILN_Q4_1_X8 ? 160 : 144;
-            if (t == KILN_Q4_K_X8) /* scales, mins and nibbles all at their largest */
+            if (t == KILN_Q6_K_X8) /* rows alternately codes 63 and 0, scales -128 and 127 */
+                for (int64_t g = 0; g < p.nr / 8; g++)
+                    for (int64_t b = 0; b < 2; b++) {
+                        uint8_t *blk = p.w + g * 8 * p.ws + 1680 * b;
+                        for (int i = 0; i < 128; i++)
+                            blk[16 + i] = i % 2 ? 0x80 : 0x7F;
+                        for (int vi = 0; vi < 48; vi++)
+                            for (int j = 0; j < 8; j++)
+                                memset(blk + 144 + 32 * vi + 4 * j, j % 2 ? 0xFF : 0, 4);
+                    }
+            else if (t == KILN_Q4_K_X8) /* scales, mins and nibbles all at their largest */
                 for (int64_t g = 0; g < p.nr / 8; g++)
                     for (int64_t b = 0; b < 2; b++)
                         memset(p.w + g * 8 * p.ws + 1152 * b + 32, 0xFF, 1120);

@@ -259,6 +259,39 @@ TEST(q4_0x8_packs_losslessly) {
         ASSERT_MSG(sc == esc && mn == emn, "sub-block %d: scale %d min %d, plain %d %d", sb, sc, mn,
                    esc, emn);
     }
+    /* q6_Kx8: random q6_K bytes with finite d; every value read back through the packed
+     * accessor equals the plain one (q6_K's own reader, one value at a time) */
+    enum { RB6 = KK / 256 * 210, WS6 = RB6 + 2 };
+    static uint8_t plain6[N * WS6], packed6[N * WS6];
+    for (int i = 0; i < N * WS6; i++)
+        plain6[i] = (uint8_t)kt_rand(&s);
+    for (int r = 0; r < N; r++)
+        for (int sbk = 0; sbk < KK / 256; sbk++)
+            put_f16(plain6 + r * WS6 + 210 * sbk + 208, kt_randf(&s));
+    ASSERT_OK(kiln_pack_rows(KILN_Q6_K_X8, plain6, WS6, N, KK, packed6, WS6));
+    for (int r = 0; r < N; r++) {
+        ASSERT_OK(kiln_dequant_row(KILN_Q6_K, plain6 + r * WS6, ak, KK));
+        ASSERT_OK(kiln_weight_dequant(KILN_Q6_K_X8, packed6, WS6, r, 0, KK, bk));
+        ASSERT_MSG(memcmp(ak, bk, sizeof ak) == 0, "q6_K row %d differs after packing", r);
+        ASSERT_OK(kiln_weight_dequant(KILN_Q6_K_X8, packed6, WS6, r, 256, 256, bk));
+        ASSERT_MSG(memcmp(ak + 256, bk, 256 * sizeof(float)) == 0,
+                   "q6_K row %d from super-block 1 differs", r);
+    }
+    /* group 1, super-block 1, row j = 3: d at 2j, scale s at 16 + 8s + j, and each value
+     * (dequantized by the plain reader as d * sc * (q - 32)) from the packed accessor */
+    const uint8_t *blk6 = packed6 + 8 * WS6 + 1680, *row6 = plain6 + 11 * WS6 + 210;
+    ASSERT(memcmp(blk6 + 6, row6 + 208, 2) == 0);
+    for (int sb = 0; sb < 16; sb++)
+        ASSERT_EQ_I(blk6[16 + 8 * sb + 3], row6[192 + sb]);
+    ASSERT_OK(kiln_dequant_row(KILN_Q6_K, row6, ak, 256));
+    for (int i = 0; i < 256; i++) {
+        float d = kiln_f16_to_f32((uint16_t)(row6[208] | row6[209] << 8));
+        float want =
+            d * (float)(int8_t)row6[192 + i / 16] * (float)(kiln_q6kx8_value(blk6, 3, i) - 32);
+        ASSERT_MSG(ak[i] == want, "q6_Kx8 value %d: %g, plain %g", i, want, ak[i]);
+    }
+    ASSERT_EQ_I(kiln_dtype_packed(KILN_Q6_K), KILN_Q6_K_X8);
+    ASSERT_EQ_I(kiln_dtype_plain(KILN_Q6_K_X8), KILN_Q6_K);
     ASSERT_EQ_I(kiln_pack_rows(KILN_Q4_K_X8, plaink, WSK, N, 96, packedk, WSK),
                 KILN_ERR_INVALID_ARG);
     ASSERT_CONTAINS(kiln_last_error(), "whole super-blocks");
@@ -268,7 +301,7 @@ TEST(q4_0x8_packs_losslessly) {
     ASSERT_CONTAINS(kiln_last_error(), "whole groups of 8 rows");
     ASSERT_EQ_I(kiln_dtype_packed(KILN_Q4_0), KILN_Q4_0_X8);
     ASSERT_EQ_I(kiln_dtype_packed(KILN_Q8_0), KILN_Q8_0_X8);
-    ASSERT_EQ_I(kiln_dtype_packed(KILN_Q6_K), KILN_Q6_K);
+    ASSERT_EQ_I(kiln_dtype_packed(KILN_F16), KILN_F16);
     ASSERT_EQ_I(kiln_dtype_row_group(KILN_Q4_0_X8), 8);
     ASSERT_EQ_U(kiln_shape_bytes(KILN_Q4_0_X8, 2, (const int64_t[]){16, 64}), 16 * 36);
     ASSERT_EQ_U(kiln_shape_bytes(KILN_Q4_0_X8, 2, (const int64_t[]){12, 64}), 0);

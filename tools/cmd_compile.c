@@ -41,9 +41,9 @@ static const kiln_cli_flag FLAGS[] = {
      .help = "KV cache element type: f16 (default, half the memory)\n"
              "or f32"},
     {KILN_CLI_SET, "--no-pack", NULL, OPT(no_pack), .lo = 1,
-     .help = "store q4_0, q4_1, q8_0 and q4_K weights as imported\n"
-             "instead of packed for the cpu kernels (q4_0x8, q4_1x8,\n"
-             "q8_0x8, q4_Kx8: 8 rows interleaved)"},
+     .help = "store q4_0, q4_1, q8_0, q4_K and q6_K weights as\n"
+             "imported instead of packed for the cpu kernels (q4_0x8,\n"
+             "q4_1x8, q8_0x8, q4_Kx8, q6_Kx8: 8 rows interleaved)"},
     {KILN_CLI_STR, "--backend", "LIST", OPT(backends),
      .help = "backends in order of preference, comma-separated\n"
              "(default: 'cpu'; nodes it cannot run fall back\n"

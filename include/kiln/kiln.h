@@ -95,6 +95,7 @@ typedef enum kiln_dtype {
     KILN_Q4_1_X8 = 14, /* q4_1 likewise */
     KILN_Q8_0_X8 = 15, /* q8_0 likewise */
     KILN_Q4_K_X8 = 16, /* q4_K likewise, per super-block of 256 columns */
+    KILN_Q6_K_X8 = 17, /* q6_K likewise */
 } kiln_dtype;
 
 /* Name of a dtype ("f32", "q4_0"), or NULL for a value that is not one. */

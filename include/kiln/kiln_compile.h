@@ -47,8 +47,9 @@ typedef struct kiln_compile_options {
      * other string is KILN_ERR_INVALID_ARG. `kiln info` shows it as the
      * dtype of those states. */
     const char *kv_type;
-    /* 0 (default): q4_0, q4_1, q8_0 and q4_K weights read by nodes on the
-     * cpu backend are stored packed (q4_0x8 / q4_1x8 / q8_0x8 / q4_Kx8: 8 rows
+    /* 0 (default): q4_0, q4_1, q8_0, q4_K and q6_K weights read by nodes on
+     * the cpu backend are stored packed (q4_0x8 / q4_1x8 / q8_0x8 / q4_Kx8 /
+     * q6_Kx8: 8 rows
      * interleaved, docs/FORMAT.md §6.1), the layout its kernels want; the
      * plain copy is not kept. 1: stored as imported. */
     int no_pack;

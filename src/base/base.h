@@ -175,7 +175,7 @@ int kiln_dtype_valid(uint32_t v);
  * dtypes, 1 for the rest): a tensor's leading dim must be a multiple. */
 int kiln_dtype_row_group(kiln_dtype dtype);
 /* One past the largest kiln_dtype value (table sizes). */
-#define KILN_DTYPE_END (KILN_Q4_K_X8 + 1)
+#define KILN_DTYPE_END (KILN_Q6_K_X8 + 1)
 
 /* ---- clock (clock.c) ---------------------------------------------------- */
 /* Milliseconds on the monotonic clock (differences only). */

@@ -21,7 +21,8 @@ static const dtype_row *dtype_info(kiln_dtype t) {
                            q4_0 = {"q4_0", 32, 18, 1}, q4_1 = {"q4_1", 32, 20, 1},
                            q4_k = {"q4_K", 256, 144, 1}, q6_k = {"q6_K", 256, 210, 1},
                            q4_0x8 = {"q4_0x8", 32, 18, 8}, q4_1x8 = {"q4_1x8", 32, 20, 8},
-                           q8_0x8 = {"q8_0x8", 32, 34, 8}, q4_kx8 = {"q4_Kx8", 256, 144, 8};
+                           q8_0x8 = {"q8_0x8", 32, 34, 8}, q4_kx8 = {"q4_Kx8", 256, 144, 8},
+                           q6_kx8 = {"q6_Kx8", 256, 210, 8};
     switch (t) {
     case KILN_F32:
         return &f32;
@@ -49,6 +50,8 @@ static const dtype_row *dtype_info(kiln_dtype t) {
         return &q8_0x8;
     case KILN_Q4_K_X8:
         return &q4_kx8;
+    case KILN_Q6_K_X8:
+        return &q6_kx8;
     }
     return NULL;
 }

@@ -115,6 +115,7 @@ kiln_status kiln_dequant_row(kiln_dtype t, const void *src, float *y, int64_t n)
     case KILN_Q4_1_X8:
     case KILN_Q8_0_X8:
     case KILN_Q4_K_X8:
+    case KILN_Q6_K_X8:
         break; /* rows of a packed tensor: kiln_weight_dequant */
     }
     return kiln_error(KILN_ERR_UNSUPPORTED, "no reader for dtype %s",
@@ -189,6 +190,8 @@ kiln_dtype kiln_dtype_packed(kiln_dtype plain) {
         return KILN_Q8_0_X8;
     case KILN_Q4_K:
         return KILN_Q4_K_X8;
+    case KILN_Q6_K:
+        return KILN_Q6_K_X8;
     default:
         return plain;
     }
@@ -204,6 +207,8 @@ kiln_dtype kiln_dtype_plain(kiln_dtype packed) {
         return KILN_Q8_0;
     case KILN_Q4_K_X8:
         return KILN_Q4_K;
+    case KILN_Q6_K_X8:
+        return KILN_Q6_K;
     default:
         return packed;
     }
@@ -263,6 +268,49 @@ static void q4kx8_unpack(const uint8_t *blk, int j, uint8_t plain[144]) {
             memcpy(plain + 16 + 32 * c + 4 * m, blk + 128 + 32 * (8 * c + m) + 4 * j, 4);
 }
 
+/* q6_K value i (0..63, before the -32) of a plain super-block: low 4 bits
+ * from ql[64h + l (+32 for g odd)] (low nibble for g < 2, high for g >= 2),
+ * top 2 bits from qh[32h + l] >> 2g, with h = i / 128, g = (i % 128) / 32,
+ * l = i % 32 (the q6_K case of kiln_dequant_row, value by value). */
+static int q6k_get(const uint8_t *p, int i) {
+    int h = i / 128, g = (i % 128) / 32, l = i % 32;
+    int lo = p[64 * h + l + 32 * (g & 1)] >> (g < 2 ? 0 : 4) & 15;
+    return lo | ((p[128 + 32 * h + l] >> (2 * g)) & 3) << 4;
+}
+
+/* Sets value i of a super-block whose ql and qh bytes start zeroed. */
+static void q6k_put(uint8_t *p, int i, int q) {
+    int h = i / 128, g = (i % 128) / 32, l = i % 32;
+    p[64 * h + l + 32 * (g & 1)] |= (uint8_t)((q & 15) << (g < 2 ? 0 : 4));
+    p[128 + 32 * h + l] |= (uint8_t)((q >> 4) << (2 * g));
+}
+
+/* q6_Kx8 (FORMAT.md 6.1): per group of 8 rows and super-block, 1680 bytes:
+ * d[8], the 8 rows' 16 int8 scales (quant.h), then the 6-bit values split
+ * into ql (nibbles) and qh (2-bit fields), kiln_q6kx8_value's positions. */
+static void q6kx8_pack(uint8_t *blk, const uint8_t *const rows[8]) {
+    memset(blk + 144, 0, 1536);
+    for (int j = 0; j < 8; j++) {
+        memcpy(blk + 2 * j, rows[j] + 208, 2);
+        for (int s = 0; s < 16; s++)
+            blk[16 + 8 * s + j] = rows[j][192 + s];
+        for (int i = 0; i < 256; i++) {
+            int q = q6k_get(rows[j], i), u = i / 4, e = i % 4, s = u / 4, k = u % 4;
+            blk[144 + 32 * (2 * s + k / 2) + 4 * j + e] |= (uint8_t)((q & 15) << (4 * (k & 1)));
+            blk[1168 + 32 * s + 4 * j + e] |= (uint8_t)((q >> 4) << (2 * k));
+        }
+    }
+}
+
+static void q6kx8_unpack(const uint8_t *blk, int j, uint8_t plain[210]) {
+    memset(plain, 0, 192);
+    for (int i = 0; i < 256; i++)
+        q6k_put(plain, i, kiln_q6kx8_value(blk, j, i));
+    for (int s = 0; s < 16; s++)
+        plain[192 + s] = blk[16 + 8 * s + j];
+    memcpy(plain + 208, blk + 2 * j, 2);
+}
+
 static int x8_layout_of(kiln_dtype t, x8_layout *l) {
     if (t == KILN_Q4_0_X8)
         *l = (x8_layout){18, 16, 0};
@@ -277,12 +325,17 @@ static int x8_layout_of(kiln_dtype t, x8_layout *l) {
 
 kiln_status kiln_weight_dequant(kiln_dtype t, const void *w, size_t row_stride, int64_t row,
                                 int64_t k0, int64_t n, float *dst) {
-    if (t == KILN_Q4_K_X8) { /* rebuild the row's plain super-blocks, read them as q4_K */
+    if (t == KILN_Q4_K_X8 || t == KILN_Q6_K_X8) { /* rebuild the row's plain super-blocks */
+        const int q6 = t == KILN_Q6_K_X8, pb = q6 ? 210 : 144;
         const uint8_t *g = (const uint8_t *)w + (size_t)(row / 8) * 8 * row_stride;
-        uint8_t plain[144];
+        uint8_t plain[210];
         for (int64_t b = k0 / 256; b < (k0 + n) / 256; b++, dst += 256) {
-            q4kx8_unpack(g + (size_t)b * 1152, (int)(row % 8), plain);
-            kiln_status st = kiln_dequant_row(KILN_Q4_K, plain, dst, 256);
+            const uint8_t *blk = g + (size_t)b * 8 * pb;
+            if (q6)
+                q6kx8_unpack(blk, (int)(row % 8), plain);
+            else
+                q4kx8_unpack(blk, (int)(row % 8), plain);
+            kiln_status st = kiln_dequant_row(kiln_dtype_plain(t), plain, dst, 256);
             if (st) return st;
         }
         return KILN_OK;
@@ -319,19 +372,24 @@ kiln_status kiln_weight_dequant(kiln_dtype t, const void *w, size_t row_stride, 
 
 kiln_status kiln_pack_rows(kiln_dtype packed, const void *src, size_t src_stride, int64_t nrows,
                            int64_t k, void *dst, size_t dst_stride) {
-    if (packed == KILN_Q4_K_X8) {
+    if (packed == KILN_Q4_K_X8 || packed == KILN_Q6_K_X8) {
+        const int q6 = packed == KILN_Q6_K_X8, pb = q6 ? 210 : 144;
         if (nrows % 8 || k % 256)
             return kiln_error(KILN_ERR_INVALID_ARG,
-                              "q4_Kx8 packs whole groups of 8 rows of whole super-blocks (%lld "
-                              "rows of %lld)",
-                              (long long)nrows, (long long)k);
+                              "%s packs whole groups of 8 rows of whole super-blocks (%lld rows "
+                              "of %lld)",
+                              kiln_dtype_name(packed), (long long)nrows, (long long)k);
         for (int64_t g = 0; g < nrows / 8; g++)
             for (int64_t b = 0; b < k / 256; b++) {
                 const uint8_t *rows[8];
+                uint8_t *blk = (uint8_t *)dst + (size_t)g * 8 * dst_stride + (size_t)b * 8 * pb;
                 for (int j = 0; j < 8; j++)
                     rows[j] =
-                        (const uint8_t *)src + (size_t)(8 * g + j) * src_stride + (size_t)b * 144;
-                q4kx8_pack((uint8_t *)dst + (size_t)g * 8 * dst_stride + (size_t)b * 1152, rows);
+                        (const uint8_t *)src + (size_t)(8 * g + j) * src_stride + (size_t)b * pb;
+                if (q6)
+                    q6kx8_pack(blk, rows);
+                else
+                    q4kx8_pack(blk, rows);
             }
         return KILN_OK;
     }

@@ -40,6 +40,19 @@ static inline void kiln_q4kx8_scale_min(const uint8_t *blk, int sb, int j, int *
     *mn = ((blk[64 + x % 32] >> sh) & 15) | ((blk[112 + x % 16] >> hs) & 3) << 4;
 }
 
+/* q6_Kx8 (docs/FORMAT.md 6.1): value (0..63, before q6_K's -32) of column
+ * i (0..255) of row j (0..7) in a packed 1680-byte super-block. Columns go
+ * in vectors u = i / 4 of 4 columns x 8 rows (byte 4j + e, e = i % 4); for
+ * sub-block s = u / 4 (16 columns, scale at byte 16 + 8s + j) and k = u % 4,
+ * the low 4 bits are nibble k & 1 of ql vector 2s + k / 2 (bytes 144 +
+ * 32 (2s + k / 2) ..) and the top 2 bits are bits 2k of qh vector s (bytes
+ * 1168 + 32s ..). */
+static inline int kiln_q6kx8_value(const uint8_t *blk, int j, int i) {
+    int u = i / 4, e = i % 4, s = u / 4, k = u % 4;
+    int lo = blk[144 + 32 * (2 * s + k / 2) + 4 * j + e] >> (4 * (k & 1)) & 15;
+    return lo | ((blk[1168 + 32 * s + 4 * j + e] >> (2 * k)) & 3) << 4;
+}
+
 /* Values k0 .. k0+n-1 of row `row` of a weight in any layout, rows
  * row_stride bytes apart (for a packed dtype: groups of 8 rows are
  * 8 * row_stride apart). k0 and n are whole blocks. */

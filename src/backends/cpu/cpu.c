@@ -974,7 +974,7 @@ static kiln_dtype in_dtype(const kiln_graph *g, const kiln_node *n, int i) {
 static int readable(kiln_dtype t) {
     return t == KILN_F32 || t == KILN_F16 || t == KILN_BF16 || t == KILN_Q8_0 || t == KILN_Q4_0 ||
            t == KILN_Q4_1 || t == KILN_Q4_K || t == KILN_Q6_K || t == KILN_Q4_0_X8 ||
-           t == KILN_Q4_1_X8 || t == KILN_Q8_0_X8 || t == KILN_Q4_K_X8;
+           t == KILN_Q4_1_X8 || t == KILN_Q8_0_X8 || t == KILN_Q4_K_X8 || t == KILN_Q6_K_X8;
 }
 
 static int cpu_supports(const kiln_module *m, const kiln_graph *g, const kiln_node *n) {

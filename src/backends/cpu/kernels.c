@@ -31,6 +31,7 @@ int kiln_cpu_act_format(kiln_dtype w) {
     case KILN_Q4_K:
     case KILN_Q6_K:
     case KILN_Q4_K_X8:
+    case KILN_Q6_K_X8:
         return KILN_CPU_ACT_Q8K;
     default:
         return -1;

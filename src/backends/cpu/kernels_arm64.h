@@ -517,6 +517,16 @@ KA_INLINE int32x4_t ka_dot4_neon(int32x4_t acc, int8x16_t w, int8x16_t g) {
  * interleave; i8mm machines run these on SDOT.) */
 #define KA_X8_T 4
 
+/* Block b's activation rows of a tile (a: row 0's block b): their blocks,
+ * and each block's 32 values as two vectors (columns 0..15, 16..31). */
+KA_INLINE void ka_x8_act(const int T, const uint8_t *a, size_t as, const kiln_cpu_block_q8 **at,
+                         int8x16_t *alo, int8x16_t *ahi) {
+    for (int t = 0; t < T; t++) {
+        at[t] = (const kiln_cpu_block_q8 *)(const void *)(a + t * as);
+        alo[t] = vld1q_s8(at[t]->q), ahi[t] = vld1q_s8(at[t]->q + 16);
+    }
+}
+
 /* The scalar table's formula per row lane: acc += f32(isum) * (dw * da),
  * msum += m * sa (m: q4_1's minimums, or -8 * dw), out = acc + msum. */
 KA_INLINE void ka_tile_x8(int q41, const int T, int64_t nb, const uint8_t *w, const uint8_t *a,
@@ -531,10 +541,7 @@ KA_INLINE void ka_tile_x8(int q41, const int T, int64_t nb, const uint8_t *w, co
         const uint8_t *blk = w + (size_t)b * bb;
         const kiln_cpu_block_q8 *at[KA_X8_T];
         int8x16_t alo[KA_X8_T], ahi[KA_X8_T];
-        for (int t = 0; t < T; t++) {
-            at[t] = (const kiln_cpu_block_q8 *)(const void *)(a + t * as + b * ab);
-            alo[t] = vld1q_s8(at[t]->q), ahi[t] = vld1q_s8(at[t]->q + 16);
-        }
+        ka_x8_act(T, a + b * ab, as, at, alo, ahi);
         for (int h = 0; h < 2; h++) { /* rows 0..3, rows 4..7 */
             int32x4_t s[KA_X8_T];
             for (int t = 0; t < T; t++)
@@ -582,10 +589,7 @@ KA_INLINE void ka_tile_q8x8(const int T, int64_t nb, const uint8_t *w, const uin
         const uint8_t *blk = w + (size_t)b * 272;
         const kiln_cpu_block_q8 *at[KA_X8_T];
         int8x16_t alo[KA_X8_T], ahi[KA_X8_T];
-        for (int t = 0; t < T; t++) {
-            at[t] = (const kiln_cpu_block_q8 *)(const void *)(a + t * as + b * ab);
-            alo[t] = vld1q_s8(at[t]->q), ahi[t] = vld1q_s8(at[t]->q + 16);
-        }
+        ka_x8_act(T, a + b * ab, as, at, alo, ahi);
         for (int h = 0; h < 2; h++) { /* rows 0..3, rows 4..7 */
             int32x4_t s[KA_X8_T];
             for (int t = 0; t < T; t++)
@@ -705,10 +709,75 @@ KA_INLINE void ka_tile_q4kx8(const int T, int64_t nb, const uint8_t *w, const ui
     }
 }
 
+/* q6_Kx8 (quant.h): per 16-column sub-block s and half h (rows 4h ..
+ * 4h+3), the 4 vectors of 6-bit values from two ql vectors and one qh
+ * vector, 4 dots by lane into int32, times the rows' scales, and the -32 as
+ * -32 * sc * bsums[s]. dot_q6_K's formula per row lane: acc = fma(f32(is),
+ * d * da, acc). */
+KA_INLINE int32x4_t ka_s8x4(const uint8_t *p) {
+    int8x8_t v = vreinterpret_s8_u32(vld1_dup_u32((const uint32_t *)(const void *)p));
+    return vmovl_s16(vget_low_s16(vmovl_s8(v)));
+}
+
+KA_INLINE void ka_tile_q6kx8(const int T, int64_t nb, const uint8_t *w, const uint8_t *a, size_t as,
+                             float *out, int64_t ldo) {
+    float32x4_t acc[KA_X8_T][2];
+    for (int t = 0; t < T; t++)
+        acc[t][0] = acc[t][1] = vdupq_n_f32(0);
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m2 = vdupq_n_u8(0x30);
+    const size_t ab = sizeof(kiln_cpu_block_q8k);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = w + (size_t)b * 1680;
+        const kiln_cpu_block_q8k *at[KA_X8_T];
+        for (int t = 0; t < T; t++)
+            at[t] = (const kiln_cpu_block_q8k *)(const void *)(a + t * as + b * ab);
+        int32x4_t is[KA_X8_T][2];
+        for (int t = 0; t < T; t++)
+            is[t][0] = is[t][1] = vdupq_n_s32(0);
+        for (int s = 0; s < 16; s++) {
+            int8x16_t av[KA_X8_T];
+            for (int t = 0; t < T; t++)
+                av[t] = vld1q_s8(at[t]->q + 16 * s);
+            for (int h = 0; h < 2; h++) {
+                uint8x16_t l0 = vld1q_u8(blk + 144 + 64 * s + 16 * h),
+                           l1 = vld1q_u8(blk + 176 + 64 * s + 16 * h),
+                           qh = vld1q_u8(blk + 1168 + 32 * s + 16 * h);
+                int8x16_t w0 = vreinterpretq_s8_u8(
+                    vorrq_u8(vandq_u8(l0, m4), vandq_u8(vshlq_n_u8(qh, 4), m2)));
+                int8x16_t w1 = vreinterpretq_s8_u8(
+                    vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(vshlq_n_u8(qh, 2), m2)));
+                int8x16_t w2 = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l1, m4), vandq_u8(qh, m2)));
+                int8x16_t w3 = vreinterpretq_s8_u8(
+                    vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(vshrq_n_u8(qh, 2), m2)));
+                int32x4_t scv = ka_s8x4(blk + 16 + 8 * s + 4 * h);
+                for (int t = 0; t < T; t++) {
+                    int32x4_t d = KA_DOT4(vdupq_n_s32(0), w0, av[t], 0);
+                    d = KA_DOT4(d, w1, av[t], 1);
+                    d = KA_DOT4(d, w2, av[t], 2);
+                    d = KA_DOT4(d, w3, av[t], 3);
+                    is[t][h] = vmlaq_s32(is[t][h], d, scv);
+                    is[t][h] = vmlaq_n_s32(is[t][h], scv, -32 * at[t]->bsums[s]);
+                }
+            }
+        }
+        for (int h = 0; h < 2; h++) {
+            float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(blk + 8 * h)));
+            for (int t = 0; t < T; t++)
+                acc[t][h] =
+                    vfmaq_f32(acc[t][h], vcvtq_f32_s32(is[t][h]), vmulq_n_f32(dw, at[t]->d));
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        vst1q_f32(out + t * ldo, acc[t][0]);
+        vst1q_f32(out + t * ldo + 4, acc[t][1]);
+    }
+}
+
 /* Groups of 8 weight rows, activation rows KA_X8_T at a time, then one by
- * one. KIND: 0 q4_0x8, 1 q4_1x8, 2 q8_0x8, 3 q4_Kx8. */
+ * one. KIND: 0 q4_0x8, 1 q4_1x8, 2 q8_0x8, 3 q4_Kx8, 4 q6_Kx8. */
 #define KA_X8_TILE(KIND, T, wg, at, o)                                                             \
-    ((KIND) == 3   ? ka_tile_q4kx8(T, k / 256, wg, at, as, o, ldo)                                 \
+    ((KIND) == 4   ? ka_tile_q6kx8(T, k / 256, wg, at, as, o, ldo)                                 \
+     : (KIND) == 3 ? ka_tile_q4kx8(T, k / 256, wg, at, as, o, ldo)                                 \
      : (KIND) == 2 ? ka_tile_q8x8(T, k / 32, wg, at, as, o, ldo)                                   \
                    : ka_tile_x8((KIND) == 1, T, k / 32, wg, at, as, o, ldo))
 #define KA_GEMM_X8(name, KIND)                                                                     \
@@ -727,6 +796,7 @@ KA_GEMM_X8(ka_gemm_q4_0x8, 0)
 KA_GEMM_X8(ka_gemm_q4_1x8, 1)
 KA_GEMM_X8(ka_gemm_q8_0x8, 2)
 KA_GEMM_X8(ka_gemm_q4_Kx8, 3)
+KA_GEMM_X8(ka_gemm_q6_Kx8, 4)
 
 /* ---- vector helpers ------------------------------------------------------------------- */
 static float ka_dot_f32(const float *a, const float *b, int64_t n) {
@@ -782,6 +852,7 @@ static void ka_axpy_f16(float alpha, const uint16_t *x, float *y, int64_t n) {
                 [KILN_Q4_1_X8] = ka_gemm_q4_1x8,                                                   \
                 [KILN_Q8_0_X8] = ka_gemm_q8_0x8,                                                   \
                 [KILN_Q4_K_X8] = ka_gemm_q4_Kx8,                                                   \
+                [KILN_Q6_K_X8] = ka_gemm_q6_Kx8,                                                   \
             },                                                                                     \
         .dot_f32 = ka_dot_f32,                                                                     \
         .dot_f16 = ka_dot_f16,                                                                     \

@@ -249,6 +249,33 @@ static void gemm_q4_Kx8(int64_t k, const void *w_, size_t ws, int64_t nr, const 
             }
 }
 
+/* q6_Kx8 (quant.h): per super-block and row j, dot_q6_K's sum is and its
+ * update of sum, the values read from the interleaved bytes. */
+static void gemm_q6_Kx8(int64_t k, const void *w_, size_t ws, int64_t nr, const void *a_, size_t as,
+                        int64_t nt, float *out, int64_t ldo) {
+    const uint8_t *w = w_, *a = a_;
+    const int64_t nb = k / 256;
+    for (int64_t g = 0; g < nr / 8; g++)
+        for (int64_t t = 0; t < nt; t++)
+            for (int j = 0; j < 8; j++) {
+                float sum = 0.0f;
+                const kiln_cpu_block_q8k *ab =
+                    (const kiln_cpu_block_q8k *)(const void *)(a + t * as);
+                for (int64_t b = 0; b < nb; b++, ab++) {
+                    const uint8_t *blk = w + (size_t)g * 8 * ws + (size_t)b * 1680;
+                    int is = 0;
+                    for (int s = 0; s < 16; s++) {
+                        int d = 0;
+                        for (int i = 16 * s; i < 16 * s + 16; i++)
+                            d += (kiln_q6kx8_value(blk, j, i) - 32) * ab->q[i];
+                        is += (int8_t)blk[16 + 8 * s + j] * d;
+                    }
+                    sum += (float)is * (ld_f16(blk + 2 * j) * ab->d);
+                }
+                out[t * ldo + 8 * g + j] = sum;
+            }
+}
+
 static void gemm_q4_0x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,
                         int64_t nt, float *out, int64_t ldo) {
     gemm_x8(0, k, w, ws, nr, a, as, nt, out, ldo);
@@ -301,6 +328,7 @@ const kiln_cpu_kernels kiln_cpu_kernels_scalar = {
             [KILN_Q4_1_X8] = gemm_q4_1x8,
             [KILN_Q8_0_X8] = gemm_q8_0x8,
             [KILN_Q4_K_X8] = gemm_q4_Kx8,
+            [KILN_Q6_K_X8] = gemm_q6_Kx8,
         },
     .dot_f32 = dot_f32,
     .dot_f16 = dot_f16,

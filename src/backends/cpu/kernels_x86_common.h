@@ -346,6 +346,12 @@ KX_INLINE __m256i kx_bcast4(const int8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
+/* The per-block step of every x8 kernel, one row per lane: acc + f32(is) *
+ * (dw * da). */
+KX_INLINE __m256 kx_x8_update(__m256 acc, __m256i is, __m256 dw, __m256 da) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, da), acc);
+}
+
 KX_INLINE void kx_tile_x8(int q41, const int T, int64_t nb, const uint8_t *w, size_t pf,
                           const uint8_t *a, size_t as, float *out, int64_t ldo) {
     const size_t ab = sizeof(kiln_cpu_block_q8), bb = q41 ? 160 : 144, head = q41 ? 32 : 16;
@@ -385,8 +391,7 @@ KX_INLINE void kx_tile_x8(int q41, const int T, int64_t nb, const uint8_t *w, si
 #if !KX_VNNI
             s[t] = _mm256_madd_epi16(s[t], _mm256_set1_epi16(1));
 #endif
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]),
-                                     _mm256_mul_ps(dw, _mm256_broadcast_ss(pa)), acc[t]);
+            acc[t] = kx_x8_update(acc[t], s[t], dw, _mm256_broadcast_ss(pa));
             msum[t] = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(pa + 1), msum[t]);
         }
     }
@@ -442,8 +447,7 @@ KX_INLINE void kx_tile_q8x8(const int T, int64_t nb, const uint8_t *w, size_t pf
 #endif
         KX_UNROLL for (int t = 0; t < T; t++) {
             const float *pa = (const float *)(const void *)(a + t * as + b * ab);
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]),
-                                     _mm256_mul_ps(dw, _mm256_broadcast_ss(pa)), acc[t]);
+            acc[t] = kx_x8_update(acc[t], s[t], dw, _mm256_broadcast_ss(pa));
         }
     }
     KX_UNROLL for (int t = 0; t < T; t++) _mm256_storeu_ps(out + t * ldo, acc[t]);
@@ -533,21 +537,95 @@ KX_INLINE void kx_tile_q4kx8(const int T, int64_t nb, const uint8_t *w, size_t p
             KX_UNROLL for (int j = 0; j < 8; j++) ms = _mm256_add_epi32(
                 ms, _mm256_madd_epi16(mv[j], kx_bcast4((const int8_t *)(pa + abs_) + 4 * j)));
             const __m256 da = _mm256_broadcast_ss((const float *)(const void *)pa);
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), _mm256_mul_ps(dw, da), acc[t]);
+            acc[t] = kx_x8_update(acc[t], is[t], dw, da);
             acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(dm, da), acc[t]);
         }
     }
     KX_UNROLL for (int t = 0; t < T; t++) _mm256_storeu_ps(out + t * ldo, acc[t]);
 }
 
-enum { KX_X8_Q4_0, KX_X8_Q4_1, KX_X8_Q8_0, KX_X8_Q4_K };
+/* q6_Kx8 (quant.h): per 16-column sub-block s, two ql vectors and one qh
+ * vector give the 4 vectors of 6-bit values (0..63) of its 16 columns x 8
+ * rows (nibble | 2-bit field << 4, by AND and shifts).
+ *   AVX2: VPMADDUBSW per vector, summed two by two in i16 (|sum| <= 2 * 2 *
+ *         63 * 127 = 32004), then VPMADDWD by the rows' scales.
+ *   VNNI: 4 VPDPBUSD into int32, then VPMULLD by the scales.
+ * The -32 comes off as 32 * sum_s sc_s * bsums[s] (one VPMADDWD per two
+ * sub-blocks); acc_t += f32(is) * (d * da): dot_q6_K's formula, lane for
+ * lane. */
+KX_INLINE void kx_tile_q6kx8(const int T, int64_t nb, const uint8_t *w, size_t pf, const uint8_t *a,
+                             size_t as, float *out, int64_t ldo) {
+    const size_t ab = sizeof(kiln_cpu_block_q8k), aq = offsetof(kiln_cpu_block_q8k, q),
+                 abs_ = offsetof(kiln_cpu_block_q8k, bsums);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+    __m256 acc[KX_X8_T];
+    KX_UNROLL for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = w + (size_t)b * 1680;
+        if (pf) kx_prefetch_next(blk + pf, 1680);
+        __m256i is[KX_X8_T], prev = _mm256_setzero_si256();
+        KX_UNROLL for (int t = 0; t < T; t++) is[t] = _mm256_setzero_si256();
+        for (int s = 0; s < 16; s++) {
+            const __m256i l0 = kx_load(blk + 144 + 64 * s), l1 = kx_load(blk + 176 + 64 * s),
+                          h = kx_load(blk + 1168 + 32 * s);
+            const __m256i wv[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                _mm256_and_si256(_mm256_slli_epi16(h, 4), m2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                _mm256_and_si256(_mm256_slli_epi16(h, 2), m2)),
+                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(h, m2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                _mm256_and_si256(_mm256_srli_epi16(h, 2), m2))};
+            const __m256i sc = _mm256_cvtepi8_epi32(
+                _mm_loadl_epi64((const __m128i *)(const void *)(blk + 16 + 8 * s)));
+#if !KX_VNNI
+            const __m256i scd = _mm256_blend_epi16(sc, _mm256_slli_epi32(sc, 16), 0xAA);
+#endif
+            KX_UNROLL for (int t = 0; t < T; t++) {
+                const int8_t *q = (const int8_t *)(a + t * as + b * ab + aq) + 16 * s;
+#if KX_VNNI
+                __m256i d = kx_dpbusd(_mm256_setzero_si256(), wv[0], kx_bcast4(q));
+                KX_UNROLL for (int u = 1; u < 4; u++) d = kx_dpbusd(d, wv[u], kx_bcast4(q + 4 * u));
+                is[t] = _mm256_add_epi32(is[t], _mm256_mullo_epi32(d, sc));
+#else
+                __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(wv[0], kx_bcast4(q)),
+                                               _mm256_maddubs_epi16(wv[1], kx_bcast4(q + 4)));
+                __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(wv[2], kx_bcast4(q + 8)),
+                                               _mm256_maddubs_epi16(wv[3], kx_bcast4(q + 12)));
+                is[t] = _mm256_add_epi32(is[t], _mm256_add_epi32(_mm256_madd_epi16(p01, scd),
+                                                                 _mm256_madd_epi16(p23, scd)));
+#endif
+            }
+            if (s & 1) { /* scales s-1, s as i16 pairs against bsums s-1, s */
+                const __m256i pv = _mm256_blend_epi16(prev, _mm256_slli_epi32(sc, 16), 0xAA);
+                KX_UNROLL for (int t = 0; t < T; t++) {
+                    const int8_t *bs = (const int8_t *)(a + t * as + b * ab + abs_) + 2 * (s - 1);
+                    is[t] = _mm256_sub_epi32(
+                        is[t], _mm256_slli_epi32(_mm256_madd_epi16(pv, kx_bcast4(bs)), 5));
+                }
+            }
+            prev = sc;
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)blk));
+        KX_UNROLL for (int t = 0; t < T; t++) {
+            const __m256 da =
+                _mm256_broadcast_ss((const float *)(const void *)(a + t * as + b * ab));
+            acc[t] = kx_x8_update(acc[t], is[t], dw, da);
+        }
+    }
+    KX_UNROLL for (int t = 0; t < T; t++) _mm256_storeu_ps(out + t * ldo, acc[t]);
+}
+
+enum { KX_X8_Q4_0, KX_X8_Q4_1, KX_X8_Q8_0, KX_X8_Q4_K, KX_X8_Q6_K };
 
 KX_INLINE void kx_gemm_x8(int kind, int64_t k, const uint8_t *w, size_t ws, int64_t nr,
                           const uint8_t *a, size_t as, int64_t nt, float *out, int64_t ldo) {
-    const int64_t nb = k / (kind == KX_X8_Q4_K ? 256 : 32), groups = nr / 8;
+    const int64_t nb = k / (kind == KX_X8_Q4_K || kind == KX_X8_Q6_K ? 256 : 32), groups = nr / 8;
     const size_t gs = 8 * ws;
 #define KX_X8_TILE(T, pf)                                                                          \
-    (kind == KX_X8_Q4_K ? kx_tile_q4kx8(T, nb, wg, pf, a + t * as, as, out + t * ldo + 8 * g, ldo) \
+    (kind == KX_X8_Q6_K ? kx_tile_q6kx8(T, nb, wg, pf, a + t * as, as, out + t * ldo + 8 * g, ldo) \
+     : kind == KX_X8_Q4_K                                                                          \
+         ? kx_tile_q4kx8(T, nb, wg, pf, a + t * as, as, out + t * ldo + 8 * g, ldo)                \
      : kind == KX_X8_Q8_0                                                                          \
          ? kx_tile_q8x8(T, nb, wg, pf, a + t * as, as, out + t * ldo + 8 * g, ldo)                 \
          : kx_tile_x8(kind == KX_X8_Q4_1, T, nb, wg, pf, a + t * as, as, out + t * ldo + 8 * g,    \
@@ -583,6 +661,11 @@ static void kx_gemm_q8_0x8(int64_t k, const void *w, size_t ws, int64_t nr, cons
 static void kx_gemm_q4_Kx8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a,
                            size_t as, int64_t nt, float *out, int64_t ldo) {
     kx_gemm_x8(KX_X8_Q4_K, k, w, ws, nr, a, as, nt, out, ldo);
+}
+
+static void kx_gemm_q6_Kx8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a,
+                           size_t as, int64_t nt, float *out, int64_t ldo) {
+    kx_gemm_x8(KX_X8_Q6_K, k, w, ws, nr, a, as, nt, out, ldo);
 }
 
 /* ---- q4_K, q6_K weights x Q8K activations ---------------------------------------- */
@@ -825,6 +908,7 @@ static void kx_axpy_f16(float alpha, const uint16_t *x, float *y, int64_t n) {
                 [KILN_Q4_1_X8] = kx_gemm_q4_1x8,                                                   \
                 [KILN_Q8_0_X8] = kx_gemm_q8_0x8,                                                   \
                 [KILN_Q4_K_X8] = kx_gemm_q4_Kx8,                                                   \
+                [KILN_Q6_K_X8] = kx_gemm_q6_Kx8,                                                   \
             },                                                                                     \
         .dot_f32 = kx_dot_f32,                                                                     \
         .dot_f16 = kx_dot_f16,                                                                     \

@@ -1,5 +1,5 @@
 /* pack.c: the cpu backend's prepare. Weights the cpu kernels read are
- * repacked into their interleaved layout (q4_0x8, q4_1x8: FORMAT.md 6.1),
+ * repacked into their interleaved layout (the x8 dtypes, FORMAT.md 6.1),
  * so the packed weight is stored once, as its own dtype, readable by ref
  * too (--no-pack keeps them as imported). No blob.
  *
