@@ -150,6 +150,41 @@ TEST(quantize_round_trips) {
     ASSERT_CONTAINS(kiln_last_error(), "cannot quantize to q6_K");
 }
 
+/* Packs n rows of k values of `packed`'s plain dtype (rows ws bytes apart)
+ * into dst and reads every row back: the whole row, and from value k0 (a
+ * whole block) on, must equal the plain row bit for bit. NULL, or what
+ * differed (in msg). */
+static const char *check_pack_round_trip(kiln_dtype packed, const uint8_t *plain, uint8_t *dst,
+                                         size_t ws, int n, int64_t k, int64_t k0, char *msg,
+                                         size_t msz) {
+    kiln_dtype from = kiln_dtype_plain(packed);
+    float *a = malloc((size_t)k * sizeof *a), *b = malloc((size_t)k * sizeof *b);
+    const char *bad = NULL;
+    if (kiln_pack_rows(packed, plain, ws, n, k, dst, ws)) {
+        snprintf(msg, msz, "packing %s: %s", kiln_dtype_name(packed), kiln_last_error());
+        bad = msg;
+    }
+    for (int r = 0; r < n && !bad; r++) {
+        if (kiln_dequant_row(from, plain + (size_t)r * ws, a, k) ||
+            kiln_weight_dequant(packed, dst, ws, r, 0, k, b)) {
+            snprintf(msg, msz, "reading %s row %d: %s", kiln_dtype_name(packed), r,
+                     kiln_last_error());
+            bad = msg;
+        } else if (memcmp(a, b, (size_t)k * sizeof *a) != 0) {
+            snprintf(msg, msz, "%s row %d differs after packing", kiln_dtype_name(from), r);
+            bad = msg;
+        } else if (kiln_weight_dequant(packed, dst, ws, r, k0, k - k0, b) ||
+                   memcmp(a + k0, b, (size_t)(k - k0) * sizeof *a) != 0) {
+            snprintf(msg, msz, "%s row %d from value %lld differs", kiln_dtype_name(from), r,
+                     (long long)k0);
+            bad = msg;
+        }
+    }
+    free(a);
+    free(b);
+    return bad;
+}
+
 /* q4_0x8, q4_1x8, q8_0x8 (FORMAT.md §6.1): packing moves bytes, so every row read back from
  * the packed copy equals the plain row bit for bit, from any block on; the
  * layout's bytes sit where the format says; the shape rules hold. */
@@ -157,20 +192,19 @@ TEST(q4_0x8_packs_losslessly) {
     enum { N = 24, K = 96, RB = K / 32 * 18, WS = RB + 6 };
     static uint8_t plain[N * WS], packed[N * WS];
     float x[K], a[K], b[K];
+    char msg[256];
     unsigned long long s = 11;
     for (int r = 0; r < N; r++) {
         for (int i = 0; i < K; i++)
             x[i] = kt_randf(&s) * (float)(1 + r);
         ASSERT_OK(kiln_quant_row(KILN_Q4_0, x, plain + r * WS, K));
     }
-    ASSERT_OK(kiln_pack_rows(KILN_Q4_0_X8, plain, WS, N, K, packed, WS));
-    for (int r = 0; r < N; r++) {
+    const char *bad =
+        check_pack_round_trip(KILN_Q4_0_X8, plain, packed, WS, N, K, 32, msg, sizeof msg);
+    ASSERT_MSG(!bad, "%s", bad);
+    for (int r = 0; r < N; r++) { /* kiln_weight_dequant reads plain dtypes too */
         ASSERT_OK(kiln_dequant_row(KILN_Q4_0, plain + r * WS, a, K));
-        ASSERT_OK(kiln_weight_dequant(KILN_Q4_0_X8, packed, WS, r, 0, K, b));
-        ASSERT_MSG(memcmp(a, b, sizeof a) == 0, "row %d differs after packing", r);
-        ASSERT_OK(kiln_weight_dequant(KILN_Q4_0_X8, packed, WS, r, 32, 64, b));
-        ASSERT_MSG(memcmp(a + 32, b, 64 * sizeof(float)) == 0, "row %d from block 1 differs", r);
-        ASSERT_OK(kiln_weight_dequant(KILN_Q4_0, plain, WS, r, 64, 32, b)); /* plain dtypes too */
+        ASSERT_OK(kiln_weight_dequant(KILN_Q4_0, plain, WS, r, 64, 32, b));
         ASSERT_MSG(memcmp(a + 64, b, 32 * sizeof(float)) == 0, "plain row %d from block 2 differs",
                    r);
     }
@@ -190,12 +224,8 @@ TEST(q4_0x8_packs_losslessly) {
             put_f16(plain1 + r * WS1 + 20 * bk, kt_randf(&s));
             put_f16(plain1 + r * WS1 + 20 * bk + 2, kt_randf(&s));
         }
-    ASSERT_OK(kiln_pack_rows(KILN_Q4_1_X8, plain1, WS1, N, K, packed1, WS1));
-    for (int r = 0; r < N; r++) {
-        ASSERT_OK(kiln_dequant_row(KILN_Q4_1, plain1 + r * WS1, a, K));
-        ASSERT_OK(kiln_weight_dequant(KILN_Q4_1_X8, packed1, WS1, r, 0, K, b));
-        ASSERT_MSG(memcmp(a, b, sizeof a) == 0, "q4_1 row %d differs after packing", r);
-    }
+    bad = check_pack_round_trip(KILN_Q4_1_X8, plain1, packed1, WS1, N, K, 64, msg, sizeof msg);
+    ASSERT_MSG(!bad, "%s", bad);
     /* group 2, block 1, row j = 5: d at 2j, m at 16 + 2j, nibbles at 32 + 32m + 4j */
     const uint8_t *blk1 = packed1 + 16 * WS1 + 160, *row1 = plain1 + 21 * WS1 + 20;
     ASSERT(memcmp(blk1 + 10, row1, 2) == 0 && memcmp(blk1 + 26, row1 + 2, 2) == 0);
@@ -210,15 +240,8 @@ TEST(q4_0x8_packs_losslessly) {
             x[i] = kt_randf(&s) * (float)(1 + r);
         ASSERT_OK(kiln_quant_row(KILN_Q8_0, x, plain8 + r * WS8, K));
     }
-    ASSERT_OK(kiln_pack_rows(KILN_Q8_0_X8, plain8, WS8, N, K, packed8, WS8));
-    for (int r = 0; r < N; r++) {
-        ASSERT_OK(kiln_dequant_row(KILN_Q8_0, plain8 + r * WS8, a, K));
-        ASSERT_OK(kiln_weight_dequant(KILN_Q8_0_X8, packed8, WS8, r, 0, K, b));
-        ASSERT_MSG(memcmp(a, b, sizeof a) == 0, "q8_0 row %d differs after packing", r);
-        ASSERT_OK(kiln_weight_dequant(KILN_Q8_0_X8, packed8, WS8, r, 64, 32, b));
-        ASSERT_MSG(memcmp(a + 64, b, 32 * sizeof(float)) == 0, "q8_0 row %d from block 2 differs",
-                   r);
-    }
+    bad = check_pack_round_trip(KILN_Q8_0_X8, plain8, packed8, WS8, N, K, 64, msg, sizeof msg);
+    ASSERT_MSG(!bad, "%s", bad);
     /* group 1, block 2, row j = 6 */
     const uint8_t *blk8 = packed8 + 8 * WS8 + 2 * 272, *row8 = plain8 + 14 * WS8 + 2 * 34;
     ASSERT(memcmp(blk8 + 12, row8, 2) == 0);
@@ -227,7 +250,6 @@ TEST(q4_0x8_packs_losslessly) {
     /* q4_Kx8: random q4_K bytes (every 6-bit scale and min code) with finite d, dmin */
     enum { KK = 512, RBK = KK / 256 * 144, WSK = RBK + 6 };
     static uint8_t plaink[N * WSK], packedk[N * WSK];
-    static float ak[KK], bk[KK];
     for (int i = 0; i < N * WSK; i++)
         plaink[i] = (uint8_t)kt_rand(&s);
     for (int r = 0; r < N; r++)
@@ -235,15 +257,8 @@ TEST(q4_0x8_packs_losslessly) {
             put_f16(plaink + r * WSK + 144 * sbk, kt_randf(&s));
             put_f16(plaink + r * WSK + 144 * sbk + 2, kt_randf(&s));
         }
-    ASSERT_OK(kiln_pack_rows(KILN_Q4_K_X8, plaink, WSK, N, KK, packedk, WSK));
-    for (int r = 0; r < N; r++) {
-        ASSERT_OK(kiln_dequant_row(KILN_Q4_K, plaink + r * WSK, ak, KK));
-        ASSERT_OK(kiln_weight_dequant(KILN_Q4_K_X8, packedk, WSK, r, 0, KK, bk));
-        ASSERT_MSG(memcmp(ak, bk, sizeof ak) == 0, "q4_K row %d differs after packing", r);
-        ASSERT_OK(kiln_weight_dequant(KILN_Q4_K_X8, packedk, WSK, r, 256, 256, bk));
-        ASSERT_MSG(memcmp(ak + 256, bk, 256 * sizeof(float)) == 0,
-                   "q4_K row %d from super-block 1 differs", r);
-    }
+    bad = check_pack_round_trip(KILN_Q4_K_X8, plaink, packedk, WSK, N, KK, 256, msg, sizeof msg);
+    ASSERT_MSG(!bad, "%s", bad);
     /* group 2, super-block 1, row j = 5: d at 2j, dmin at 16 + 2j, the row's byte 32c + 4m + e
      * of nibbles at 128 + 32 (8c + m) + 4j + e; every (scale, min) pair as the plain block's */
     const uint8_t *blkk = packedk + 16 * WSK + 1152, *rowk = plaink + 21 * WSK + 144;
@@ -268,21 +283,15 @@ TEST(q4_0x8_packs_losslessly) {
     for (int r = 0; r < N; r++)
         for (int sbk = 0; sbk < KK / 256; sbk++)
             put_f16(plain6 + r * WS6 + 210 * sbk + 208, kt_randf(&s));
-    ASSERT_OK(kiln_pack_rows(KILN_Q6_K_X8, plain6, WS6, N, KK, packed6, WS6));
-    for (int r = 0; r < N; r++) {
-        ASSERT_OK(kiln_dequant_row(KILN_Q6_K, plain6 + r * WS6, ak, KK));
-        ASSERT_OK(kiln_weight_dequant(KILN_Q6_K_X8, packed6, WS6, r, 0, KK, bk));
-        ASSERT_MSG(memcmp(ak, bk, sizeof ak) == 0, "q6_K row %d differs after packing", r);
-        ASSERT_OK(kiln_weight_dequant(KILN_Q6_K_X8, packed6, WS6, r, 256, 256, bk));
-        ASSERT_MSG(memcmp(ak + 256, bk, 256 * sizeof(float)) == 0,
-                   "q6_K row %d from super-block 1 differs", r);
-    }
+    bad = check_pack_round_trip(KILN_Q6_K_X8, plain6, packed6, WS6, N, KK, 256, msg, sizeof msg);
+    ASSERT_MSG(!bad, "%s", bad);
     /* group 1, super-block 1, row j = 3: d at 2j, scale s at 16 + 8s + j, and each value
      * (dequantized by the plain reader as d * sc * (q - 32)) from the packed accessor */
     const uint8_t *blk6 = packed6 + 8 * WS6 + 1680, *row6 = plain6 + 11 * WS6 + 210;
     ASSERT(memcmp(blk6 + 6, row6 + 208, 2) == 0);
     for (int sb = 0; sb < 16; sb++)
         ASSERT_EQ_I(blk6[16 + 8 * sb + 3], row6[192 + sb]);
+    float ak[256];
     ASSERT_OK(kiln_dequant_row(KILN_Q6_K, row6, ak, 256));
     for (int i = 0; i < 256; i++) {
         float d = kiln_f16_to_f32((uint16_t)(row6[208] | row6[209] << 8));

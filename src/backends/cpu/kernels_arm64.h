@@ -517,6 +517,33 @@ KA_INLINE int32x4_t ka_dot4_neon(int32x4_t acc, int8x16_t w, int8x16_t g) {
  * interleave; i8mm machines run these on SDOT.) */
 #define KA_X8_T 4
 
+/* s[t] += the dots of 8 weight vectors VEC(0) .. VEC(7) (4 columns of 4
+ * rows each, columns 4m .. 4m+3 of a 32-column block) with their 4
+ * activations: lane m of lo[t] (m < 4) or lane m - 4 of hi[t]. A macro, as
+ * SDOT's lane must be a constant. */
+#define KA_X8_DOT1(s, VEC, m, av, lane)                                                            \
+    do {                                                                                           \
+        int8x16_t v_ = (VEC(m));                                                                   \
+        for (int t = 0; t < T; t++)                                                                \
+            (s)[t] = KA_DOT4((s)[t], v_, (av)[t], lane);                                           \
+    } while (0)
+#define KA_X8_DOT8(s, VEC, lo, hi)                                                                 \
+    do {                                                                                           \
+        KA_X8_DOT1(s, VEC, 0, lo, 0);                                                              \
+        KA_X8_DOT1(s, VEC, 1, lo, 1);                                                              \
+        KA_X8_DOT1(s, VEC, 2, lo, 2);                                                              \
+        KA_X8_DOT1(s, VEC, 3, lo, 3);                                                              \
+        KA_X8_DOT1(s, VEC, 4, hi, 0);                                                              \
+        KA_X8_DOT1(s, VEC, 5, hi, 1);                                                              \
+        KA_X8_DOT1(s, VEC, 6, hi, 2);                                                              \
+        KA_X8_DOT1(s, VEC, 7, hi, 3);                                                              \
+    } while (0)
+
+/* The low (hi = 0) or high nibbles of 16 bytes, as int8. */
+KA_INLINE int8x16_t ka_nibbles(uint8x16_t v, int hi, uint8x16_t m4) {
+    return vreinterpretq_s8_u8(hi ? vshrq_n_u8(v, 4) : vandq_u8(v, m4));
+}
+
 /* Block b's activation rows of a tile (a: row 0's block b): their blocks,
  * and each block's 32 values as two vectors (columns 0..15, 16..31). */
 KA_INLINE void ka_x8_act(const int T, const uint8_t *a, size_t as, const kiln_cpu_block_q8 **at,
@@ -594,21 +621,9 @@ KA_INLINE void ka_tile_q8x8(const int T, int64_t nb, const uint8_t *w, const uin
             int32x4_t s[KA_X8_T];
             for (int t = 0; t < T; t++)
                 s[t] = vdupq_n_s32(0);
-#define KA_Q8X8_M(m, av, lane)                                                                     \
-    do {                                                                                           \
-        int8x16_t v = vld1q_s8((const int8_t *)(blk + 16 + 32 * (m) + 16 * h));                    \
-        for (int t = 0; t < T; t++)                                                                \
-            s[t] = KA_DOT4(s[t], v, av[t], lane);                                                  \
-    } while (0)
-            KA_Q8X8_M(0, alo, 0);
-            KA_Q8X8_M(1, alo, 1);
-            KA_Q8X8_M(2, alo, 2);
-            KA_Q8X8_M(3, alo, 3);
-            KA_Q8X8_M(4, ahi, 0);
-            KA_Q8X8_M(5, ahi, 1);
-            KA_Q8X8_M(6, ahi, 2);
-            KA_Q8X8_M(7, ahi, 3);
-#undef KA_Q8X8_M
+#define KA_Q8X8_V(m) vld1q_s8((const int8_t *)(blk + 16 + 32 * (m) + 16 * h))
+            KA_X8_DOT8(s, KA_Q8X8_V, alo, ahi);
+#undef KA_Q8X8_V
             float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(blk + 8 * h)));
             for (int t = 0; t < T; t++)
                 acc[t][h] = vfmaq_f32(acc[t][h], vcvtq_f32_s32(s[t]), vmulq_n_f32(dw, at[t]->d));
@@ -668,22 +683,9 @@ KA_INLINE void ka_tile_q4kx8(const int T, int64_t nb, const uint8_t *w, const ui
                 int32x4_t s[KA_X8_T];
                 for (int t = 0; t < T; t++)
                     s[t] = vdupq_n_s32(0);
-#define KA_Q4KX8_M(m, av, lane)                                                                    \
-    do {                                                                                           \
-        uint8x16_t v = vld1q_u8(qs + 32 * (m) + 16 * h);                                           \
-        int8x16_t x = vreinterpretq_s8_u8(j & 1 ? vshrq_n_u8(v, 4) : vandq_u8(v, m4));             \
-        for (int t = 0; t < T; t++)                                                                \
-            s[t] = KA_DOT4(s[t], x, av[t], lane);                                                  \
-    } while (0)
-                KA_Q4KX8_M(0, a0, 0);
-                KA_Q4KX8_M(1, a0, 1);
-                KA_Q4KX8_M(2, a0, 2);
-                KA_Q4KX8_M(3, a0, 3);
-                KA_Q4KX8_M(4, a1, 0);
-                KA_Q4KX8_M(5, a1, 1);
-                KA_Q4KX8_M(6, a1, 2);
-                KA_Q4KX8_M(7, a1, 3);
-#undef KA_Q4KX8_M
+#define KA_Q4KX8_V(m) ka_nibbles(vld1q_u8(qs + 32 * (m) + 16 * h), j & 1, m4)
+                KA_X8_DOT8(s, KA_Q4KX8_V, a0, a1);
+#undef KA_Q4KX8_V
                 int32x4_t scv = ka_u8x4(sc + 8 * j + 4 * h), mnv = ka_u8x4(mn + 8 * j + 4 * h);
                 for (int t = 0; t < T; t++) {
                     is[t][h] = vmlaq_s32(is[t][h], s[t], scv);

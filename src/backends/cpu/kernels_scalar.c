@@ -162,129 +162,113 @@ GEMM_Q(gemm_q4_1, dot_q4_1, kiln_cpu_block_q8, 32)
 GEMM_Q(gemm_q4_K, dot_q4_K, kiln_cpu_block_q8k, 256)
 GEMM_Q(gemm_q6_K, dot_q6_K, kiln_cpu_block_q8k, 256)
 
-/* q4_0x8 / q4_1x8 (8 rows interleaved, quant.c): per block and row j, the
- * integer sum of nibble * qa, then sum += f32(is) * (dw * da) and, for the
- * minimum m (q4_1's, or q4_0's -8 as m = -8 * dw, exact), a separate
- * msum += m * sa; out = sum + msum. The SIMD variants compute the same per
- * row lane. */
-static void gemm_x8(int q41, int64_t k, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a,
-                    size_t as, int64_t nt, float *out, int64_t ldo) {
-    const int64_t nb = k / 32;
+/* ---- x8 dtypes (8 rows interleaved; quant.c, quant.h) ------------------------- */
+/* x8_row_<kind>(g, j, a, nb): the dot product of row j (0..7) of the group
+ * at g with the activation row a, over nb blocks. The SIMD variants compute
+ * the same per row lane. */
+
+/* q4_0x8 / q4_1x8: per block the integer sum of nibble * qa, then sum +=
+ * f32(is) * (dw * da) and, for the minimum m (q4_1's, or q4_0's -8 as m =
+ * -8 * dw, exact), a separate msum += m * sa; the row is sum + msum. */
+static float x8_row_q4(int q41, const uint8_t *g, int j, const uint8_t *a, int64_t nb) {
     const size_t bb = q41 ? 160 : 144, head = q41 ? 32 : 16;
-    for (int64_t g = 0; g < nr / 8; g++)
-        for (int64_t t = 0; t < nt; t++)
-            for (int j = 0; j < 8; j++) {
-                float sum = 0.0f, msum = 0.0f;
-                const kiln_cpu_block_q8 *ab = (const kiln_cpu_block_q8 *)(const void *)(a + t * as);
-                for (int64_t b = 0; b < nb; b++, ab++) {
-                    const uint8_t *blk = w + (size_t)g * 8 * ws + (size_t)b * bb;
-                    int is = 0;
-                    for (int m = 0; m < 4; m++)
-                        for (int e = 0; e < 4; e++) {
-                            uint8_t q = blk[head + 32 * m + 4 * j + e];
-                            is += (q & 0x0F) * ab->q[4 * m + e] + (q >> 4) * ab->q[16 + 4 * m + e];
-                        }
-                    float dw = ld_f16(blk + 2 * j),
-                          mw = q41 ? ld_f16(blk + 16 + 2 * j) : -8.0f * dw;
-                    sum += (float)is * (dw * ab->d);
-                    msum += mw * ab->s;
-                }
-                out[t * ldo + 8 * g + j] = sum + msum;
+    const kiln_cpu_block_q8 *ab = (const kiln_cpu_block_q8 *)(const void *)a;
+    float sum = 0.0f, msum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, ab++) {
+        const uint8_t *blk = g + (size_t)b * bb;
+        int is = 0;
+        for (int m = 0; m < 4; m++)
+            for (int e = 0; e < 4; e++) {
+                uint8_t q = blk[head + 32 * m + 4 * j + e];
+                is += (q & 0x0F) * ab->q[4 * m + e] + (q >> 4) * ab->q[16 + 4 * m + e];
             }
+        float dw = ld_f16(blk + 2 * j), mw = q41 ? ld_f16(blk + 16 + 2 * j) : -8.0f * dw;
+        sum += (float)is * (dw * ab->d);
+        msum += mw * ab->s;
+    }
+    return sum + msum;
 }
 
-/* q8_0x8: per block and row j, dot_q8_0's sum (sum += f32(is) * (dw * da)),
- * the values read from the interleaved bytes. */
-static void gemm_q8_0x8(int64_t k, const void *w_, size_t ws, int64_t nr, const void *a_, size_t as,
-                        int64_t nt, float *out, int64_t ldo) {
-    const uint8_t *w = w_, *a = a_;
-    const int64_t nb = k / 32;
-    for (int64_t g = 0; g < nr / 8; g++)
-        for (int64_t t = 0; t < nt; t++)
-            for (int j = 0; j < 8; j++) {
-                float sum = 0.0f;
-                const kiln_cpu_block_q8 *ab = (const kiln_cpu_block_q8 *)(const void *)(a + t * as);
-                for (int64_t b = 0; b < nb; b++, ab++) {
-                    const uint8_t *blk = w + (size_t)g * 8 * ws + (size_t)b * 272;
-                    int is = 0;
-                    for (int m = 0; m < 8; m++)
-                        for (int e = 0; e < 4; e++)
-                            is += (int8_t)blk[16 + 32 * m + 4 * j + e] * ab->q[4 * m + e];
-                    sum += (float)is * (ld_f16(blk + 2 * j) * ab->d);
+static float x8_row_q4_0(const uint8_t *g, int j, const uint8_t *a, int64_t nb) {
+    return x8_row_q4(0, g, j, a, nb);
+}
+
+static float x8_row_q4_1(const uint8_t *g, int j, const uint8_t *a, int64_t nb) {
+    return x8_row_q4(1, g, j, a, nb);
+}
+
+/* q8_0x8: dot_q8_0's sum (sum += f32(is) * (dw * da)). */
+static float x8_row_q8_0(const uint8_t *g, int j, const uint8_t *a, int64_t nb) {
+    const kiln_cpu_block_q8 *ab = (const kiln_cpu_block_q8 *)(const void *)a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, ab++) {
+        const uint8_t *blk = g + (size_t)b * 272;
+        int is = 0;
+        for (int m = 0; m < 8; m++)
+            for (int e = 0; e < 4; e++)
+                is += (int8_t)blk[16 + 32 * m + 4 * j + e] * ab->q[4 * m + e];
+        sum += (float)is * (ld_f16(blk + 2 * j) * ab->d);
+    }
+    return sum;
+}
+
+/* q4_Kx8: dot_q4_K's sums (is, ms) and its two updates of sum. */
+static float x8_row_q4_K(const uint8_t *g, int j, const uint8_t *a, int64_t nb) {
+    const kiln_cpu_block_q8k *ab = (const kiln_cpu_block_q8k *)(const void *)a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, ab++) {
+        const uint8_t *blk = g + (size_t)b * 1152;
+        int is = 0, ms = 0;
+        for (int sb = 0; sb < 8; sb++) {
+            int sc, mn, d = 0;
+            kiln_q4kx8_scale_min(blk, sb, j, &sc, &mn);
+            for (int m = 0; m < 8; m++)
+                for (int e = 0; e < 4; e++) {
+                    uint8_t q = blk[128 + 32 * (8 * (sb / 2) + m) + 4 * j + e];
+                    d += (sb & 1 ? q >> 4 : q & 0x0F) * ab->q[32 * sb + 4 * m + e];
                 }
-                out[t * ldo + 8 * g + j] = sum;
-            }
+            is += sc * d;
+            ms += mn * (ab->bsums[2 * sb] + ab->bsums[2 * sb + 1]);
+        }
+        sum += (float)is * (ld_f16(blk + 2 * j) * ab->d);
+        sum -= (float)ms * (ld_f16(blk + 16 + 2 * j) * ab->d);
+    }
+    return sum;
 }
 
-/* q4_Kx8 (quant.h): per super-block and row j, dot_q4_K's sums (is, ms)
- * and its two updates of sum, the values read from the interleaved bytes. */
-static void gemm_q4_Kx8(int64_t k, const void *w_, size_t ws, int64_t nr, const void *a_, size_t as,
-                        int64_t nt, float *out, int64_t ldo) {
-    const uint8_t *w = w_, *a = a_;
-    const int64_t nb = k / 256;
-    for (int64_t g = 0; g < nr / 8; g++)
-        for (int64_t t = 0; t < nt; t++)
-            for (int j = 0; j < 8; j++) {
-                float sum = 0.0f;
-                const kiln_cpu_block_q8k *ab =
-                    (const kiln_cpu_block_q8k *)(const void *)(a + t * as);
-                for (int64_t b = 0; b < nb; b++, ab++) {
-                    const uint8_t *blk = w + (size_t)g * 8 * ws + (size_t)b * 1152;
-                    int is = 0, ms = 0;
-                    for (int sb = 0; sb < 8; sb++) {
-                        int sc, mn, d = 0;
-                        kiln_q4kx8_scale_min(blk, sb, j, &sc, &mn);
-                        for (int m = 0; m < 8; m++)
-                            for (int e = 0; e < 4; e++) {
-                                uint8_t q = blk[128 + 32 * (8 * (sb / 2) + m) + 4 * j + e];
-                                d += (sb & 1 ? q >> 4 : q & 0x0F) * ab->q[32 * sb + 4 * m + e];
-                            }
-                        is += sc * d;
-                        ms += mn * (ab->bsums[2 * sb] + ab->bsums[2 * sb + 1]);
-                    }
-                    sum += (float)is * (ld_f16(blk + 2 * j) * ab->d);
-                    sum -= (float)ms * (ld_f16(blk + 16 + 2 * j) * ab->d);
-                }
-                out[t * ldo + 8 * g + j] = sum;
-            }
+/* q6_Kx8: dot_q6_K's sum is and its update of sum. */
+static float x8_row_q6_K(const uint8_t *g, int j, const uint8_t *a, int64_t nb) {
+    const kiln_cpu_block_q8k *ab = (const kiln_cpu_block_q8k *)(const void *)a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, ab++) {
+        const uint8_t *blk = g + (size_t)b * 1680;
+        int is = 0;
+        for (int s = 0; s < 16; s++) {
+            int d = 0;
+            for (int i = 16 * s; i < 16 * s + 16; i++)
+                d += (kiln_q6kx8_value(blk, j, i) - 32) * ab->q[i];
+            is += (int8_t)blk[16 + 8 * s + j] * d;
+        }
+        sum += (float)is * (ld_f16(blk + 2 * j) * ab->d);
+    }
+    return sum;
 }
 
-/* q6_Kx8 (quant.h): per super-block and row j, dot_q6_K's sum is and its
- * update of sum, the values read from the interleaved bytes. */
-static void gemm_q6_Kx8(int64_t k, const void *w_, size_t ws, int64_t nr, const void *a_, size_t as,
-                        int64_t nt, float *out, int64_t ldo) {
-    const uint8_t *w = w_, *a = a_;
-    const int64_t nb = k / 256;
-    for (int64_t g = 0; g < nr / 8; g++)
-        for (int64_t t = 0; t < nt; t++)
-            for (int j = 0; j < 8; j++) {
-                float sum = 0.0f;
-                const kiln_cpu_block_q8k *ab =
-                    (const kiln_cpu_block_q8k *)(const void *)(a + t * as);
-                for (int64_t b = 0; b < nb; b++, ab++) {
-                    const uint8_t *blk = w + (size_t)g * 8 * ws + (size_t)b * 1680;
-                    int is = 0;
-                    for (int s = 0; s < 16; s++) {
-                        int d = 0;
-                        for (int i = 16 * s; i < 16 * s + 16; i++)
-                            d += (kiln_q6kx8_value(blk, j, i) - 32) * ab->q[i];
-                        is += (int8_t)blk[16 + 8 * s + j] * d;
-                    }
-                    sum += (float)is * (ld_f16(blk + 2 * j) * ab->d);
-                }
-                out[t * ldo + 8 * g + j] = sum;
-            }
-}
-
-static void gemm_q4_0x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,
-                        int64_t nt, float *out, int64_t ldo) {
-    gemm_x8(0, k, w, ws, nr, a, as, nt, out, ldo);
-}
-
-static void gemm_q4_1x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,
-                        int64_t nt, float *out, int64_t ldo) {
-    gemm_x8(1, k, w, ws, nr, a, as, nt, out, ldo);
-}
+/* A gemm entry: every (token, row) by row(), qk values per block. */
+#define GEMM_X8(name, row, qk)                                                                     \
+    static void name(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,    \
+                     int64_t nt, float *out, int64_t ldo) {                                        \
+        for (int64_t g = 0; g < nr / 8; g++)                                                       \
+            for (int64_t t = 0; t < nt; t++)                                                       \
+                for (int j = 0; j < 8; j++)                                                        \
+                    out[t * ldo + 8 * g + j] = row((const uint8_t *)w + (size_t)g * 8 * ws, j,     \
+                                                   (const uint8_t *)a + t * as, k / (qk));         \
+    }
+GEMM_X8(gemm_q4_0x8, x8_row_q4_0, 32)
+GEMM_X8(gemm_q4_1x8, x8_row_q4_1, 32)
+GEMM_X8(gemm_q8_0x8, x8_row_q8_0, 32)
+GEMM_X8(gemm_q4_Kx8, x8_row_q4_K, 256)
+GEMM_X8(gemm_q6_Kx8, x8_row_q6_K, 256)
 
 /* ---- vector helpers ---------------------------------------------------------- */
 static float dot_f32(const float *a, const float *b, int64_t n) {

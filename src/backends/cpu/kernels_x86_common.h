@@ -643,30 +643,17 @@ KX_INLINE void kx_gemm_x8(int kind, int64_t k, const uint8_t *w, size_t ws, int6
 #undef KX_X8_TILE
 }
 
-static void kx_gemm_q4_0x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a,
-                           size_t as, int64_t nt, float *out, int64_t ldo) {
-    kx_gemm_x8(KX_X8_Q4_0, k, w, ws, nr, a, as, nt, out, ldo);
-}
-
-static void kx_gemm_q4_1x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a,
-                           size_t as, int64_t nt, float *out, int64_t ldo) {
-    kx_gemm_x8(KX_X8_Q4_1, k, w, ws, nr, a, as, nt, out, ldo);
-}
-
-static void kx_gemm_q8_0x8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a,
-                           size_t as, int64_t nt, float *out, int64_t ldo) {
-    kx_gemm_x8(KX_X8_Q8_0, k, w, ws, nr, a, as, nt, out, ldo);
-}
-
-static void kx_gemm_q4_Kx8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a,
-                           size_t as, int64_t nt, float *out, int64_t ldo) {
-    kx_gemm_x8(KX_X8_Q4_K, k, w, ws, nr, a, as, nt, out, ldo);
-}
-
-static void kx_gemm_q6_Kx8(int64_t k, const void *w, size_t ws, int64_t nr, const void *a,
-                           size_t as, int64_t nt, float *out, int64_t ldo) {
-    kx_gemm_x8(KX_X8_Q6_K, k, w, ws, nr, a, as, nt, out, ldo);
-}
+/* The table entry of one x8 kind. */
+#define KX_GEMM_X8(name, KIND)                                                                     \
+    static void name(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,    \
+                     int64_t nt, float *out, int64_t ldo) {                                        \
+        kx_gemm_x8(KIND, k, w, ws, nr, a, as, nt, out, ldo);                                       \
+    }
+KX_GEMM_X8(kx_gemm_q4_0x8, KX_X8_Q4_0)
+KX_GEMM_X8(kx_gemm_q4_1x8, KX_X8_Q4_1)
+KX_GEMM_X8(kx_gemm_q8_0x8, KX_X8_Q8_0)
+KX_GEMM_X8(kx_gemm_q4_Kx8, KX_X8_Q4_K)
+KX_GEMM_X8(kx_gemm_q6_Kx8, KX_X8_Q6_K)
 
 /* ---- q4_K, q6_K weights x Q8K activations ---------------------------------------- */
 /* Per super-block of 256 and pair: the sub-block dot products by VPMADDUBSW
