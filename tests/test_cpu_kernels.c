@@ -148,7 +148,7 @@ static void act_values(int act, const uint8_t *a, int64_t k, double *y) {
             memcpy(&f, a + 4 * i, 4);
             y[i] = f;
         }
-    } else if (act == KILN_CPU_ACT_Q8) {
+    } else if (act == KILN_CPU_ACT_Q8 || act == KILN_CPU_ACT_Q8S) {
         for (int64_t b = 0; b < k / 32; b++) {
             kiln_cpu_block_q8 blk;
             memcpy(&blk, a + b * sizeof blk, sizeof blk);
@@ -352,7 +352,7 @@ TEST(gemm_extreme_codes) {
             for (int64_t i = 0; i < p.nt; i++) {
                 if (p.act != KILN_CPU_ACT_F32)
                     ks[v]->quantize_row(p.act, p.x + i * p.k, p.a + i * p.as, p.k);
-                if (p.act == KILN_CPU_ACT_Q8)
+                if (p.act == KILN_CPU_ACT_Q8 || p.act == KILN_CPU_ACT_Q8S)
                     ASSERT_EQ_I(abs(((kiln_cpu_block_q8 *)(void *)(p.a + i * p.as))->q[0]), 127);
             }
             const char *bad = check_gemm(ks[v], &p, msg, sizeof msg);
@@ -430,10 +430,11 @@ TEST(quantize_row_matches_oracle) {
     float x[K];
     rand_values(x, K, &s);
     x[5] = 0.5f; /* exact ties do not break the bound */
-    static kiln_cpu_block_q8 q8[K / 32];
+    static kiln_cpu_block_q8 q8[K / 32], q8s[K / 32];
     static kiln_cpu_block_q8k q8k[K / 256];
     for (int v = 0; v < nk; v++) {
         ks[v]->quantize_row(KILN_CPU_ACT_Q8, x, q8, K);
+        ks[v]->quantize_row(KILN_CPU_ACT_Q8S, x, q8s, K);
         ks[v]->quantize_row(KILN_CPU_ACT_Q8K, x, q8k, K);
         for (int b = 0; b < K / 32; b++) {
             float amax = 0;
@@ -456,6 +457,10 @@ TEST(quantize_row_matches_oracle) {
             }
             ASSERT_MSG(q8[b].s == q8[b].d * (float)sum, "%s q8 block %d: s %g != d*sum(q) %g",
                        ks[v]->name, b, q8[b].s, q8[b].d * (float)sum);
+            /* Q8S: the same d and q, with the exact integer sum */
+            ASSERT(q8s[b].d == q8[b].d && !memcmp(q8s[b].q, q8[b].q, 32));
+            ASSERT_MSG(q8s[b].sum == sum, "%s q8s block %d: sum %d, want %d", ks[v]->name, b,
+                       q8s[b].sum, sum);
         }
         for (int b = 0; b < K / 256; b++) {
             float amax = 0;
@@ -487,6 +492,8 @@ TEST(quantize_row_matches_oracle) {
             ASSERT_EQ_I(q8k[0].q[j], 0);
         ks[v]->quantize_row(KILN_CPU_ACT_Q8, z, q8, 32);
         ASSERT(q8[0].d == 0 && q8[0].s == 0);
+        ks[v]->quantize_row(KILN_CPU_ACT_Q8S, z, q8, 32);
+        ASSERT(q8[0].d == 0 && q8[0].sum == 0);
     }
 }
 

@@ -1108,7 +1108,9 @@ static kiln_status rope_for(cpu_ctx *c, const kiln_module *m, const kiln_graph *
 }
 
 static const char *act_name(int act) {
-    return act == KILN_CPU_ACT_Q8 ? "q8 dot" : act == KILN_CPU_ACT_Q8K ? "q8k dot" : "f32";
+    return act == KILN_CPU_ACT_Q8 || act == KILN_CPU_ACT_Q8S ? "q8 dot"
+           : act == KILN_CPU_ACT_Q8K                         ? "q8k dot"
+                                                             : "f32";
 }
 
 static void name_units(cpu_ctx *c) {

@@ -4,6 +4,13 @@
 #include <string.h>
 
 #include "backends/cpu/kernels.h"
+#include "ir/ops.h"
+
+/* Programs plan each matmul's activation scratch at KILN_ACT_BLOCK_BYTES
+ * per 32 values (ir/ops.h); both activation formats must fit it. */
+_Static_assert(sizeof(kiln_cpu_block_q8) <= KILN_ACT_BLOCK_BYTES, "q8 block outgrows the plan");
+_Static_assert(sizeof(kiln_cpu_block_q8k) <= 8 * KILN_ACT_BLOCK_BYTES,
+               "q8k block outgrows the plan");
 
 #if defined(__x86_64__) || defined(__i386__)
 #define KILN_X86 1
@@ -22,11 +29,12 @@ int kiln_cpu_act_format(kiln_dtype w) {
     case KILN_BF16:
         return KILN_CPU_ACT_F32;
     case KILN_Q8_0:
+    case KILN_Q8_0_X8:
+        return KILN_CPU_ACT_Q8S;
     case KILN_Q4_0:
     case KILN_Q4_1:
     case KILN_Q4_0_X8:
     case KILN_Q4_1_X8:
-    case KILN_Q8_0_X8:
         return KILN_CPU_ACT_Q8;
     case KILN_Q4_K:
     case KILN_Q6_K:
@@ -41,6 +49,7 @@ int kiln_cpu_act_format(kiln_dtype w) {
 size_t kiln_cpu_act_row_bytes(int act, int64_t k) {
     switch (act) {
     case KILN_CPU_ACT_Q8:
+    case KILN_CPU_ACT_Q8S:
         return (size_t)((k + 31) / 32) * sizeof(kiln_cpu_block_q8);
     case KILN_CPU_ACT_Q8K:
         return (size_t)((k + 255) / 256) * sizeof(kiln_cpu_block_q8k);

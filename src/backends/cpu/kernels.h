@@ -26,13 +26,22 @@ typedef enum kiln_cpu_act {
     KILN_CPU_ACT_F32 = 0, /* plain f32 rows, used in place (f32, f16, bf16 weights) */
     KILN_CPU_ACT_Q8 = 1,  /* kiln_cpu_block_q8 per 32 values (q8_0, q4_0, q4_1 weights) */
     KILN_CPU_ACT_Q8K = 2, /* kiln_cpu_block_q8k per 256 values (q4_K, q6_K weights) */
+    KILN_CPU_ACT_Q8S = 3, /* kiln_cpu_block_q8 with sum in place of s (q8_0 weights) */
 } kiln_cpu_act;
 
-/* 32 activations: x[i] ~= d * q[i]; s = d * sum(q) (for weights with an
- * offset or a minimum, e.g. q4_0's -8 and q4_1's m). q is in -127..127
- * (d = max|x| / 127): the x86 kernels' u8 x s8 products rely on it. */
+/* 32 activations: x[i] ~= d * q[i]. KILN_CPU_ACT_Q8: s = d * sum(q) (for
+ * weights with an offset or a minimum, e.g. q4_0's -8 and q4_1's m);
+ * KILN_CPU_ACT_Q8S: sum = sum(q) exactly (q8_0 weights: the VNNI q8_0x8
+ * kernel takes w + 128 as VPDPBUSD's u8 operand and takes 128 * sum off).
+ * q is in -127..127 (d = max|x| / 127): the x86 kernels' u8 x s8 products
+ * rely on it. 40 bytes either way (KILN_ACT_BLOCK_BYTES, planned into
+ * programs). */
 typedef struct kiln_cpu_block_q8 {
-    float d, s;
+    float d;
+    union {
+        float s;
+        int32_t sum;
+    };
     int8_t q[32];
 } kiln_cpu_block_q8;
 

@@ -35,13 +35,16 @@ static inline float kiln_cpu_quant_block_sym(const float *x, int8_t *q, int n, i
 }
 
 static inline void kiln_cpu_quantize_row_common(int act, const float *x, void *dst, int64_t k) {
-    if (act == KILN_CPU_ACT_Q8) {
+    if (act == KILN_CPU_ACT_Q8 || act == KILN_CPU_ACT_Q8S) {
         kiln_cpu_block_q8 *b = dst;
         for (int64_t i = 0; i < k / 32; i++, x += 32) {
             int sum;
             kiln_cpu_block_q8 blk;
             blk.d = kiln_cpu_quant_block_sym(x, blk.q, 32, &sum);
-            blk.s = blk.d * (float)sum;
+            if (act == KILN_CPU_ACT_Q8S)
+                blk.sum = sum;
+            else
+                blk.s = blk.d * (float)sum;
             memcpy(&b[i], &blk, sizeof blk);
         }
     } else if (act == KILN_CPU_ACT_Q8K) {
