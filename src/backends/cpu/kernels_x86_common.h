@@ -45,7 +45,9 @@ KX_INLINE __m256i kx_dpbusd(__m256i acc, __m256i u, __m256i s) {
 
 /* Tile sizes (rows of w x rows of a). The AVX2 ones were measured on Zen 3
  * (16 vector registers: larger tiles spill); the AVX-512 ones use the 32
- * registers EVEX gives and are not yet measured on an AVX-512 CPU. */
+ * registers EVEX gives. On Zen 4 (2026-12-07) only KX_F_G was re-measured;
+ * the rest are as first chosen (the host's run-to-run noise was larger than
+ * the differences tried). */
 #if defined(__AVX512F__) || defined(KX_FORCE_WIDE_TILES) /* tests: AVX-512 tiles on AVX2 */
 #define KX_Q_R 4                                         /* q8_0, q4_0, q4_1 */
 #define KX_Q_T 4
