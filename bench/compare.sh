@@ -96,13 +96,20 @@ done
 # The runs, alternating per file and thread count.
 max_p=$(tr ',' '\n' <<<"$TESTS_P" | sort -n | tail -1)
 : >"$WORK/all.jsonl"
+: >"$WORK/skipped.tsv"
 for f in "${files[@]}"; do
   name=$(basename "$f" .gguf)
   prog=$DIR/$name.kiln
   if [ ! -f "$prog" ] || [ "$f" -nt "$prog" ] || [ "$KILN" -nt "$prog" ]; then
     log "compiling $name"
-    "$KILN" compile "$f" -o "$prog" --prefill "$max_p" --max-seq $((max_p + TEST_N + 16)) >"$WORK/c.log" 2>&1 ||
-      { tail -3 "$WORK/c.log" >&2; exit 1; }
+    # A file Kiln cannot compile (e.g. a tensor type it does not read) is
+    # skipped and named in the output, not the end of the whole run.
+    if ! "$KILN" compile "$f" -o "$prog" --prefill "$max_p" --max-seq $((max_p + TEST_N + 16)) >"$WORK/c.log" 2>&1; then
+      why=$(grep -m1 'error' "$WORK/c.log" || tail -1 "$WORK/c.log")
+      log "skipping $name: $why"
+      printf '%s\t%s\n' "$name" "$why" >>"$WORK/skipped.tsv"
+      continue
+    fi
   fi
   for t in ${THREADS//,/ }; do
     log "$name, $t thread(s): llama-bench"
@@ -126,9 +133,10 @@ for l in sys.stdin:
 
 python3 - "$WORK/all.jsonl" "$OUT" "$(cat "$CACHE/llama.cpp/COMMIT" 2>/dev/null || echo unknown)" \
   "$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)" \
-  "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" "$(nproc)" "$sysinfo" <<'PY'
+  "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" "$(nproc)" "$sysinfo" \
+  "$WORK/skipped.tsv" <<'PY'
 import json, sys, time
-rows_path, out, lc_commit, kiln_commit, cpu, ncpu, sysinfo = sys.argv[1:]
+rows_path, out, lc_commit, kiln_commit, cpu, ncpu, sysinfo, skipped_path = sys.argv[1:]
 rows = [json.loads(l) for l in open(rows_path)]
 def test(r):
     return "pp%d" % r["n_prompt"] if r["n_prompt"] else "tg%d" % r["n_gen"]
@@ -160,6 +168,9 @@ for r in rows:
         peaks[r["file"]] = max(peaks.get(r["file"], 0), r["peak_rss_bytes"])
 if peaks:
     lines += ["", "Kiln peak RSS per file (MiB): " + ", ".join("%s %.0f" % (f, b / 2**20) for f, b in peaks.items())]
+skipped = [l.rstrip("\n").split("\t", 1) for l in open(skipped_path) if l.strip()]
+if skipped:
+    lines += ["", "Not run (Kiln could not compile them): " + "; ".join("%s (%s)" % (n, w) for n, w in skipped)]
 open(out, "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

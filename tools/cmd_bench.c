@@ -119,6 +119,16 @@ static int run_machine(const char *cmd, int n_threads, long long mem_mib) {
     for (int i = 0; i < (n_threads > 1 ? 2 : 1); i++)
         printf("| %7d | %16.2f | %15.2f | %14.2f |\n", r[i]->n_threads, r[i]->mem_read_gbps,
                r[i]->f32_gflops, r[i]->i8_gops);
+    /* Compute rates that do not grow with the threads mean the other cores
+     * were busy (or are SMT siblings): peaks taken then understate the
+     * machine, and every roofline share built on them overstates. */
+    if (n_threads > 1 &&
+        (mi.all.f32_gflops < 1.25 * mi.one.f32_gflops || mi.all.i8_gops < 1.25 * mi.one.i8_gops))
+        fprintf(stderr,
+                "kiln bench: warning: %d threads compute less than 1.25x one thread's rate "
+                "(f32 %.2fx, int8 %.2fx): other processes were likely using the cores, or "
+                "they share execution units; measure again on an idle machine\n",
+                n_threads, mi.all.f32_gflops / mi.one.f32_gflops, mi.all.i8_gops / mi.one.i8_gops);
     if ((st = kiln_machine_save(&mi, path))) return kiln_cli_fail(cmd, st);
     printf("saved %s\n", path);
     return KILN_EXIT_OK;
