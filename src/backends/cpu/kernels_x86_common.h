@@ -44,6 +44,13 @@ KX_INLINE __m256i kx_dpbusd(__m256i acc, __m256i u, __m256i s) {
 #else
 #define KX_VNNI 0
 #endif
+/* acc + per 32-bit lane sum of two i16 * i16 products (VPDPWSSD, or
+ * VPMADDWD and an add: the same integers). */
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define kx_dpwssd(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
+#else
+#define kx_dpwssd(acc, a, b) _mm256_add_epi32((acc), _mm256_madd_epi16((a), (b)))
+#endif
 
 /* Tile sizes (rows of w x rows of a). The AVX2 ones were measured on Zen 3
  * (16 vector registers: larger tiles spill); the AVX-512 ones use the 32

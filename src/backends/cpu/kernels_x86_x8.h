@@ -71,6 +71,11 @@ KX_INLINE __m128i kz_8x2(const uint8_t *p, size_t gs) {
     return _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(const void *)p),
                               _mm_loadl_epi64((const __m128i *)(const void *)(p + gs)));
 }
+#if defined(__AVX512VNNI__)
+#define kz_dpwssd(acc, a, b) _mm512_dpwssd_epi32((acc), (a), (b))
+#else
+#define kz_dpwssd(acc, a, b) _mm512_add_epi32((acc), _mm512_madd_epi16((a), (b)))
+#endif
 /* x negated where v < 0: VPSIGNB (absent from AVX-512) without its zeroing,
  * which no caller needs (they multiply by |v|). */
 KX_INLINE __m512i kz_sign8(__m512i x, __m512i v) {
@@ -147,6 +152,10 @@ KX_INLINE kwp_i kwp_slli16(kwp_i a, int n) {
 KX_INLINE kwp_i kwp_slli32(kwp_i a, int n) {
     KWP_EACH a.v[g_] = _mm256_slli_epi32(a.v[g_], n);
     return a;
+}
+KX_INLINE kwp_i kwp_dpwssd(kwp_i acc, kwp_i a, kwp_i b) {
+    KWP_EACH acc.v[g_] = kx_dpwssd(acc.v[g_], a.v[g_], b.v[g_]);
+    return acc;
 }
 #if KX_VNNI
 KX_INLINE kwp_i kwp_dpbusd(kwp_i acc, kwp_i u, kwp_i s) {

@@ -33,6 +33,7 @@
 #define kw_slli16 _mm256_slli_epi16
 #define kw_slli32 _mm256_slli_epi32
 #define kw_dpbusd kx_dpbusd
+#define kw_dpwssd kx_dpwssd
 #define kw_set1_ps _mm256_set1_ps
 #define kw_cvt_ps _mm256_cvtepi32_ps
 #define kw_mul _mm256_mul_ps
@@ -66,6 +67,7 @@
 #define kw_slli16 _mm512_slli_epi16
 #define kw_slli32 _mm512_slli_epi32
 #define kw_dpbusd _mm512_dpbusd_epi32
+#define kw_dpwssd kz_dpwssd
 #define kw_set1_ps _mm512_set1_ps
 #define kw_cvt_ps _mm512_cvtepi32_ps
 #define kw_mul _mm512_mul_ps
@@ -99,6 +101,7 @@
 #define kw_slli16 kwp_slli16
 #define kw_slli32 kwp_slli32
 #define kw_dpbusd kwp_dpbusd
+#define kw_dpwssd kwp_dpwssd
 #define kw_set1_ps kwp_set1_ps
 #define kw_cvt_ps kwp_cvt_ps
 #define kw_mul kwp_mul
@@ -231,7 +234,8 @@ KX_INLINE void KW_TILE(kx_tile_q8x8)(const int T, int64_t nb, const uint8_t *w, 
  *         (|sum| <= 8 * 2 * 15 * 127 = 30480), then one VPMADDWD by the
  *         rows' scales (the scale in both 16-bit halves of the lane).
  *   VNNI: 8 VPDPBUSD into int32, then one VPMULLD by the scales.
- * mins: sum_j mn_j * (bsums[2j] + bsums[2j+1]) by one VPMADDWD per sub-block.
+ * mins: sum_j mn_j * (bsums[2j] + bsums[2j+1]) by one VPDPWSSD (VNNI; else
+ * VPMADDWD and an add) per sub-block.
  *   acc_t += f32(is) * (d * da) ; acc_t -= f32(ms) * (dmin * da)
  * dot_q4_K's formula, lane for lane (exact integer sums). */
 KX_INLINE void KW_TILE(kx_tile_q4kx8)(const int T, int64_t nb, const uint8_t *w, size_t gs,
@@ -286,7 +290,7 @@ KX_INLINE void KW_TILE(kx_tile_q4kx8)(const int T, int64_t nb, const uint8_t *w,
             const uint8_t *pa = a + t * as + b * ab;
             kw_i ms = kw_zero();
             KX_UNROLL for (int j = 0; j < 8; j++) ms =
-                kw_add32(ms, kw_madd16(mv[j], kw_bcast4(pa + abs_ + 4 * j)));
+                kw_dpwssd(ms, mv[j], kw_bcast4(pa + abs_ + 4 * j));
             const float da = kx_f32(pa);
             acc[t] = kw_x8_update(acc[t], is[t], dw, da);
             acc[t] = kw_fnmadd(kw_cvt_ps(ms), kw_mul(dm, kw_set1_ps(da)), acc[t]);
@@ -302,9 +306,10 @@ KX_INLINE void KW_TILE(kx_tile_q4kx8)(const int T, int64_t nb, const uint8_t *w,
  *   AVX2: VPMADDUBSW per vector, summed two by two in i16 (|sum| <= 2 * 2 *
  *         63 * 127 = 32004), then VPMADDWD by the rows' scales.
  *   VNNI: 4 VPDPBUSD into int32, then VPMULLD by the scales.
- * The -32 comes off as 32 * sum_s sc_s * bsums[s] (one VPMADDWD per two
- * sub-blocks); acc_t += f32(is) * (d * da): dot_q6_K's formula, lane for
- * lane. */
+ * The -32 comes off as sum_s (-32 sc_s) * bsums[s]: one VPDPWSSD (VNNI;
+ * else VPMADDWD and an add) per two sub-blocks and activation row, the
+ * scales' i16 pairs formed once per tile (|32 sc| <= 4096); acc_t +=
+ * f32(is) * (d * da): dot_q6_K's formula, lane for lane. */
 KX_INLINE void KW_TILE(kx_tile_q6kx8)(const int T, int64_t nb, const uint8_t *w, size_t gs,
                                       size_t pf, const uint8_t *a, size_t as, float *out,
                                       int64_t ldo, int ng) {
@@ -316,7 +321,7 @@ KX_INLINE void KW_TILE(kx_tile_q6kx8)(const int T, int64_t nb, const uint8_t *w,
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = w + (size_t)b * 1680;
         kx_prefetch_groups(KW_G, blk, pf, gs, 1680);
-        kw_i is[KX_X8_T], prev = kw_zero();
+        kw_i is[KX_X8_T], prevn = kw_zero();
         KX_UNROLL for (int t = 0; t < T; t++) is[t] = kw_zero();
         for (int s = 0; s < 16; s++) {
             const kw_i l0 = kw_loadg(blk + 144 + 64 * s, gs), l1 = kw_loadg(blk + 176 + 64 * s, gs),
@@ -343,14 +348,13 @@ KX_INLINE void KW_TILE(kx_tile_q6kx8)(const int T, int64_t nb, const uint8_t *w,
                 is[t] = kw_add32(is[t], kw_add32(kw_madd16(p01, scd), kw_madd16(p23, scd)));
 #endif
             }
-            if (s & 1) { /* scales s-1, s as i16 pairs against bsums s-1, s */
-                const kw_i pv = kw_blend_odd16(prev, kw_slli32(sc, 16));
-                KX_UNROLL for (int t = 0; t < T; t++) {
-                    const uint8_t *bs = a + t * as + b * ab + abs_ + 2 * (s - 1);
-                    is[t] = kw_sub32(is[t], kw_slli32(kw_madd16(pv, kw_bcast4(bs)), 5));
-                }
+            const kw_i scn = kw_sub32(kw_zero(), kw_slli32(sc, 5)); /* -32 sc */
+            if (s & 1) { /* -32 sc of s-1, s as i16 pairs against bsums s-1, s */
+                const kw_i pv = kw_blend_odd16(prevn, kw_slli32(scn, 16));
+                KX_UNROLL for (int t = 0; t < T; t++) is[t] =
+                    kw_dpwssd(is[t], pv, kw_bcast4(a + t * as + b * ab + abs_ + 2 * (s - 1)));
             }
-            prev = sc;
+            prevn = scn;
         }
         const kw_f dw = kw_cvtph(blk, gs);
         KX_UNROLL for (int t = 0; t < T; t++) acc[t] =
@@ -384,6 +388,7 @@ KX_INLINE void KW_TILE(kx_tile_q6kx8)(const int T, int64_t nb, const uint8_t *w,
 #undef kw_slli16
 #undef kw_slli32
 #undef kw_dpbusd
+#undef kw_dpwssd
 #undef kw_set1_ps
 #undef kw_cvt_ps
 #undef kw_mul
