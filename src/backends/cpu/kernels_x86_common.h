@@ -57,7 +57,10 @@ KX_INLINE __m256i kx_dpbusd(__m256i acc, __m256i u, __m256i s) {
  * registers EVEX gives. Measured on Zen 4 (2026-12-07, one core, pp GOP/s,
  * medians of 3): KX_X8_T = 8 beats 4, 6 and 10 for every x8 kind (q4_0x8
  * 262 / 275 / 287 / 273 at 4 / 6 / 8 / 10, q8_0x8 222 / 237 / 251 / 235,
- * q6_Kx8 190 / 198 / 211 / 200); KX_F_G below. The R x T tiles of the plain
+ * q6_Kx8 190 / 198 / 211 / 200), and again with the zmm tiles of two groups
+ * (kernels_x86_x8.h; medians of 3 at 4 / 6 / 8 / 10 / 12: q8_0x8 304 / 315 /
+ * 342 / 324 / 308, q4_Kx8 292 / 306 / 315 / 285 / 285, q6_Kx8 251 / 266 /
+ * 272 / 248 / 248); KX_F_G below. The R x T tiles of the plain
  * kinds are as first chosen. */
 #if defined(__AVX512F__) || defined(KX_FORCE_WIDE_TILES) /* tests: AVX-512 tiles on AVX2 */
 #define KX_Q_R 4                                         /* q8_0, q4_0, q4_1 */
