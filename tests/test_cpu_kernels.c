@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/kernels_quant_common.h"
 #include "harness.h"
 #include "quant/quant.h"
 
@@ -497,6 +498,50 @@ TEST(quantize_row_matches_oracle) {
     }
 }
 
+/* Every table's quantize_row (the x86 ones are SIMD) writes the portable
+ * quantizer's blocks byte for byte, so a matmul's result does not depend on
+ * which table quantized its activations: random rows, and blocks of zeros,
+ * exact ties (x / d = j + 0.5), a lone negative maximum, very large and
+ * subnormal values. */
+TEST(quantize_row_matches_portable) {
+    const kiln_cpu_kernels *ks[8];
+    int nk = under_test(ks);
+    enum { K = 2048 };
+    static float x[K];
+    unsigned long long s = 11;
+    rand_values(x, K, &s);
+    for (int j = 0; j < 256; j++) {
+        x[j] = 0.0f;                                           /* block 0 (and super-block 0) */
+        x[256 + j] = (float)((j % 64) - 32) + 0.5f;            /* ties: d = 127.5/127 */
+        x[512 + j] = j == 77 ? -3.0f : 0.01f * (float)(j % 7); /* max |x| negative */
+        x[768 + j] = 1e30f * (float)((j % 9) - 4);
+        x[1024 + j] = 1e-41f * (float)((j % 5) - 2); /* subnormal */
+    }
+    x[256 + 17] = 127.5f;
+    x[1536 + 3] = NAN, x[1536 + 40] = INFINITY,
+             x[1536 + 300] = -INFINITY; /* 1536 + 300: next super-block */
+    static kiln_cpu_block_q8 got8[K / 32], want8[K / 32];
+    static kiln_cpu_block_q8k gotk[K / 256], wantk[K / 256];
+    const int acts[3] = {KILN_CPU_ACT_Q8, KILN_CPU_ACT_Q8S, KILN_CPU_ACT_Q8K};
+    for (int v = 0; v < nk; v++)
+        for (int a = 0; a < 3; a++) {
+            const int k8 = acts[a] == KILN_CPU_ACT_Q8K;
+            void *got = k8 ? (void *)gotk : (void *)got8,
+                 *want = k8 ? (void *)wantk : (void *)want8;
+            const size_t bytes = k8 ? sizeof gotk : sizeof got8;
+            memset(got, 0x55, bytes);
+            memset(want, 0x55, bytes);
+            ks[v]->quantize_row(acts[a], x, got, K);
+            kiln_cpu_quantize_row_common(acts[a], x, want, K);
+            size_t first = 0;
+            while (first < bytes && ((uint8_t *)got)[first] == ((uint8_t *)want)[first])
+                first++;
+            ASSERT_MSG(first == bytes,
+                       "%s act %d: byte %zu (block %zu) differs from the portable quantizer",
+                       ks[v]->name, acts[a], first, first / (k8 ? sizeof *gotk : sizeof *got8));
+        }
+}
+
 /* ---- vector helpers ------------------------------------------------------------ */
 TEST(dot_axpy_match_oracle) {
     const kiln_cpu_kernels *ks[8];
@@ -573,4 +618,5 @@ TEST(select_variants) {
 }
 
 TEST_MAIN(gemm_matches_oracle, gemm_extreme_codes, gemm_tile_independent,
-          quantize_row_matches_oracle, dot_axpy_match_oracle, select_variants)
+          quantize_row_matches_oracle, quantize_row_matches_portable, dot_axpy_match_oracle,
+          select_variants)

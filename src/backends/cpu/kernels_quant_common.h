@@ -25,8 +25,10 @@ static inline float kiln_cpu_quant_block_sym(const float *x, int8_t *q, int n, i
     float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     int s = 0;
     for (int j = 0; j < n; j++) {
-        int v = (int)nearbyintf(x[j] * id);
-        v = v > 127 ? 127 : v < -127 ? -127 : v;
+        /* clamped before the conversion: x * id is +-inf or NaN when d is
+         * subnormal (1 / d overflows) or x is not finite; NaN gives 0 */
+        float r = nearbyintf(x[j] * id);
+        int v = r >= 127.0f ? 127 : r <= -127.0f ? -127 : r == r ? (int)r : 0;
         q[j] = (int8_t)v;
         s += v;
     }
