@@ -104,6 +104,15 @@ typedef struct {
         }                                                                                          \
         return r;                                                                                  \
     }
+#define KWP_SET1(name, type, arg, op)                                                              \
+    KX_INLINE type name(arg v) {                                                                   \
+        type r;                                                                                    \
+        KWP_EACH r.v[g_] = op(v);                                                                  \
+        return r;                                                                                  \
+    }
+KWP_SET1(kwp_set1_32, kwp_i, int32_t, _mm256_set1_epi32)
+KWP_SET1(kwp_set1_8, kwp_i, char, _mm256_set1_epi8)
+KWP_SET1(kwp_set1_ps, kwp_f, float, _mm256_set1_ps)
 KWP_LOAD(kwp_loadg, kx_load(q))
 KWP_LOAD(kwp_i8to32, _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)q)))
 KWP_LOAD(kwp_u8to32, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)q)))
@@ -111,16 +120,6 @@ KX_INLINE kwp_f kwp_cvtph(const uint8_t *p, size_t gs) {
     kwp_f r;
     KWP_EACH r.v[g_] =
         _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + g_ * gs)));
-    return r;
-}
-KX_INLINE kwp_i kwp_set1_32(int32_t v) {
-    kwp_i r;
-    KWP_EACH r.v[g_] = _mm256_set1_epi32(v);
-    return r;
-}
-KX_INLINE kwp_i kwp_set1_8(char v) {
-    kwp_i r;
-    KWP_EACH r.v[g_] = _mm256_set1_epi8(v);
     return r;
 }
 KWP_MAP2(kwp_and, _mm256_and_si256)
@@ -163,11 +162,6 @@ KX_INLINE kwp_i kwp_dpbusd(kwp_i acc, kwp_i u, kwp_i s) {
     return acc;
 }
 #endif
-KX_INLINE kwp_f kwp_set1_ps(float v) {
-    kwp_f r;
-    KWP_EACH r.v[g_] = _mm256_set1_ps(v);
-    return r;
-}
 KX_INLINE kwp_f kwp_cvt_ps(kwp_i a) {
     kwp_f r;
     KWP_EACH r.v[g_] = _mm256_cvtepi32_ps(a.v[g_]);
@@ -196,6 +190,7 @@ KX_INLINE void kwp_store(float *out, kwp_f v, int ng) {
 #undef KWP_EACH
 #undef KWP_MAP2
 #undef KWP_LOAD
+#undef KWP_SET1
 #endif
 
 /* The narrow tiles: kx_tile_*_n. */
