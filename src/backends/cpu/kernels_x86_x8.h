@@ -33,14 +33,6 @@ KX_INLINE int32_t kx_i32(const void *p) {
     return v;
 }
 
-/* With one activation row each block prefetches the matching block of the
- * G groups the next step takes (pf bytes on, gs bytes apart). */
-KX_INLINE void kx_prefetch_groups(const int G, const uint8_t *blk, size_t pf, size_t gs, int bb) {
-    if (pf)
-        for (int g = 0; g < G; g++)
-            kx_prefetch_next(blk + pf + (size_t)g * gs, bb);
-}
-
 KX_INLINE void kx_q4kx8_unpack(const uint8_t *low, const uint8_t *top, uint8_t out[64]) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
     __m256i lo = kx_load(low);

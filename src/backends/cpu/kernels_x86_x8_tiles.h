@@ -11,8 +11,10 @@
 #define KW_G 1
 #define kw_i __m256i
 #define kw_f __m256
-#define kw_loadg(p, gs) kx_load(p)
-#define kw_cvtph(p, gs) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))
+/* one group: gs (the next group's offset) is not needed */
+#define kw_loadg(p, gs) ((void)(gs), kx_load(p))
+#define kw_cvtph(p, gs)                                                                            \
+    ((void)(gs), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p))))
 #define kw_i8to32(p, gs) _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p)))
 #define kw_u8to32(p, gs) _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p)))
 #define kw_set1_32 _mm256_set1_epi32
@@ -129,7 +131,8 @@
  * with m = q4_1's minimums or q4_0's -8 * dw (exact): the scalar table's
  * formula, lane for lane.
  * Each tile: T activation rows x KW_G groups from w (the next group gs bytes
- * on; gs = 0 repeats the group), ng of them stored. */
+ * on; gs = 0 repeats the group), ng of them stored. pf: with one activation
+ * row (narrow tiles only), how far on the block the next step reads lies. */
 KX_INLINE void KW_TILE(kx_tile_x8)(int q41, const int T, int64_t nb, const uint8_t *w, size_t gs,
                                    size_t pf, const uint8_t *a, size_t as, float *out, int64_t ldo,
                                    int ng) {
@@ -140,7 +143,7 @@ KX_INLINE void KW_TILE(kx_tile_x8)(int q41, const int T, int64_t nb, const uint8
     KX_UNROLL for (int t = 0; t < T; t++) acc[t] = msum[t] = kw_zero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = w + (size_t)b * bb;
-        kx_prefetch_groups(KW_G, blk, pf, gs, (int)bb);
+        if (pf) kx_prefetch_next(blk + pf, (int)bb);
         const kw_f dw = kw_cvtph(blk, gs);
         const kw_f mw = q41 ? kw_cvtph(blk + 16, gs) : kw_mul(dw, kw_set1_ps(-8.0f));
         kw_i s[KX_X8_T];
@@ -192,7 +195,7 @@ KX_INLINE void KW_TILE(kx_tile_q8x8)(const int T, int64_t nb, const uint8_t *w, 
     KX_UNROLL for (int t = 0; t < T; t++) acc[t] = kw_zero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = w + (size_t)b * 272;
-        kx_prefetch_groups(KW_G, blk, pf, gs, 272);
+        if (pf) kx_prefetch_next(blk + pf, 272);
         const kw_f dw = kw_cvtph(blk, gs);
         kw_i s[KX_X8_T];
 #if KX_VNNI
@@ -248,7 +251,7 @@ KX_INLINE void KW_TILE(kx_tile_q4kx8)(const int T, int64_t nb, const uint8_t *w,
     KX_UNROLL for (int t = 0; t < T; t++) acc[t] = kw_zero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = w + (size_t)b * 1152;
-        kx_prefetch_groups(KW_G, blk, pf, gs, 1152);
+        if (pf) kx_prefetch_next(blk + pf, 1152);
         _Alignas(32) uint8_t sc[KW_G][64], mn[KW_G][64]; /* per group */
         for (int g = 0; g < KW_G; g++) {
             kx_q4kx8_unpack(blk + g * gs + 32, blk + g * gs + 96, sc[g]);
@@ -320,7 +323,7 @@ KX_INLINE void KW_TILE(kx_tile_q6kx8)(const int T, int64_t nb, const uint8_t *w,
     KX_UNROLL for (int t = 0; t < T; t++) acc[t] = kw_zero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = w + (size_t)b * 1680;
-        kx_prefetch_groups(KW_G, blk, pf, gs, 1680);
+        if (pf) kx_prefetch_next(blk + pf, 1680);
         kw_i is[KX_X8_T], prevn = kw_zero();
         KX_UNROLL for (int t = 0; t < T; t++) is[t] = kw_zero();
         for (int s = 0; s < 16; s++) {
