@@ -7,7 +7,7 @@
  * VPDPBUSD emulation (cpu_kernels_vnni_emu.c), so CPUs without VNNI check them.
  *
  * Tolerances, relative to sum_k |w[k] * a[k]| of the output's dot product:
- *   f32, f16, bf16  2e-5  (8-lane f32 accumulation over k/8 steps, k <= 2115)
+ *   f32, f16, bf16  2e-5  (8- or 16-lane f32 accumulation, k <= 2115)
  *   quantized       1e-5  (integer within a block; f32 over <= 65 blocks, and
  *                          the oracle's own f32 dequantization of q4_1/q4_K/q6_K)
  * The oracle multiplies the dequantized weights by the dequantized
@@ -421,6 +421,51 @@ TEST(gemm_tile_independent) {
 }
 
 /* ---- activation quantization ------------------------------------------------------- */
+/* The test tables of the AVX-512 tilings on AVX2 stand in for the AVX-512
+ * tables on CPUs without AVX-512, which is sound only if they compute the
+ * same bits: where both run, every dtype's gemm (shapes with row, token and
+ * k edges) and the activation quantizer must agree byte for byte. */
+TEST(wide_emulation_exact) {
+#if KILN_TEST_VNNI_EMU
+    const kiln_cpu_kernels *real[] = {&kiln_cpu_kernels_avx512, &kiln_cpu_kernels_avx512_vnni};
+    const kiln_cpu_kernels *emu[] = {&kt_cpu_kernels_wide_emu, &kt_cpu_kernels_wide_vnni_emu};
+    if (!kiln_cpu_kernels_runnable(real[0]) || !kiln_cpu_kernels_runnable(real[1]))
+        SKIP("this CPU lacks AVX-512 or VNNI: no table to compare the emulations with");
+    unsigned long long s = 11;
+    static const int64_t shapes[][3] = {{1, 1, 1}, {17, 5, 1}, {33, 13, 3}, {64, 9, 17}};
+    for (int v = 0; v < 2; v++)
+        for (int d = 0; d < N_DTYPES; d++) {
+            kiln_dtype t = k_dtypes[d];
+            int64_t blk = kiln_dtype_block(t);
+            for (int i = 0; i < 4; i++) {
+                /* k: odd lengths for the unblocked kinds (tails of every size) */
+                int64_t k = blk == 1 ? 16 * shapes[i][0] + 3 * i + 1 : blk * (1 + i);
+                problem p;
+                problem_make(&p, real[v], t, k, shapes[i][1], shapes[i][2], &s);
+                size_t n = (size_t)(p.nr * p.nt);
+                float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+                real[v]->gemm[t](k, p.w, p.ws, p.nr, p.a, p.as, p.nt, x, p.nr);
+                emu[v]->gemm[t](k, p.w, p.ws, p.nr, p.a, p.as, p.nt, y, p.nr);
+                int same = memcmp(x, y, n * sizeof *x) == 0;
+                if (same && p.act != KILN_CPU_ACT_F32) {
+                    uint8_t *q = calloc(1, p.as);
+                    real[v]->quantize_row(p.act, p.x, p.a, k);
+                    emu[v]->quantize_row(p.act, p.x, q, k);
+                    same = memcmp(p.a, q, kiln_cpu_act_row_bytes(p.act, k)) == 0;
+                    free(q);
+                }
+                free(x);
+                free(y);
+                problem_free(&p);
+                ASSERT_MSG(same, "%s and %s differ on %s (k %lld)", real[v]->name, emu[v]->name,
+                           kiln_dtype_name(t), (long long)k);
+            }
+        }
+#else
+    SKIP("not an x86 build with AVX2: no emulated tables");
+#endif
+}
+
 TEST(quantize_row_matches_oracle) {
     const kiln_cpu_kernels *ks[8];
     int nk = under_test(ks);
@@ -617,6 +662,6 @@ TEST(select_variants) {
     unsetenv("KILN_CPU");
 }
 
-TEST_MAIN(gemm_matches_oracle, gemm_extreme_codes, gemm_tile_independent,
+TEST_MAIN(gemm_matches_oracle, gemm_extreme_codes, gemm_tile_independent, wide_emulation_exact,
           quantize_row_matches_oracle, quantize_row_matches_portable, dot_axpy_match_oracle,
           select_variants)

@@ -85,14 +85,20 @@ KX_INLINE __m256i kx_dpbusd(__m256i acc, __m256i u, __m256i s) {
 #define KX_X8_T 4
 #endif
 #define KX_G_R 4 /* weight rows per step when there is one activation row */
-/* f32, f16, bf16 rows per step when there is one activation row: 8, not 4,
- * for short rows. Measured on Zen 4, one core, f16 x one token, GB/s of
- * weights: k = 1024 (2 KiB rows) 12 -> 16-20, k = 2048 and 4096 the same
- * (21). 8 accumulators, 8 converted rows and the activation still fit AVX2's
- * 16 registers, since each row's vector is used once. */
+/* f32, f16, bf16 rows per step when there is one activation row (see
+ * kx_tile_f). AVX2: 8, not 4, for short rows. Measured on Zen 4, one core,
+ * f16 x one token, GB/s of weights: k = 1024 (2 KiB rows) 12 -> 16-20, k =
+ * 2048 and 4096 the same (21). 8 accumulators, 8 converted rows and the
+ * activation still fit AVX2's 16 registers, since each row's vector is used
+ * once. AVX-512: one (16-lane accumulators). */
+#if defined(__AVX512F__) || defined(KX_FORCE_WIDE_TILES)
+#define KX_F_G 1
+#else
 #define KX_F_G 8
-#define KX_RM 4 /* array bounds: the largest R and T above (kx_tile_f: KX_F_G) */
+#endif
+#define KX_RM 4 /* array bounds: the largest R and T above */
 #define KX_TM 4
+#define KX_F_RM 8 /* kx_tile_f: the largest R and G */
 
 #define KX_UNROLL _Pragma("GCC unroll 16")
 
@@ -180,6 +186,20 @@ KX_INLINE __m256i kx_nibbles(const uint8_t *p) {
     }
 
 /* ---- f32, f16, bf16 weights x f32 activations ------------------------------------ */
+/* Each output is a dot product in KX_FL f32 lanes (lane j sums k = j mod
+ * KX_FL in order), then a fixed tree of horizontal adds; every tile of a
+ * table does exactly that, so an output's bits do not depend on the tile.
+ *   AVX2:    8 lanes (one ymm). One activation row takes KX_F_G = 8 weight
+ *            rows per step, so 8 independent FMA chains hide the latency.
+ *   AVX-512: 16 lanes (one zmm; the test tables on AVX2 use two ymm, the
+ *            same sums). One activation row takes one weight row at a time:
+ *            a single zmm chain keeps up with memory, and reading one row
+ *            after another is one sequential stream, where 8 rows at once
+ *            are 8 streams the prefetchers serve worse. Measured on Zen 4
+ *            against 8 rows of 8 lanes (kiln bench tg64, F16, medians of
+ *            9-15): 2 threads SmolLM2-135M 66 -> 95 t/s, Qwen3-0.6B 20.7 ->
+ *            25.8; 1 thread 44.6 -> 74.1 and 12.7 -> 22.2; pp512 within 2%.
+ *            Rows shorter than KX_F_SHORT still go 8 at a time. */
 enum { KX_W_F32, KX_W_F16, KX_W_BF16 };
 
 /* 8 weights from p (kind's encoding) as f32. */
@@ -190,49 +210,114 @@ KX_INLINE __m256 kx_load_w(int kind, const uint8_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-/* The last n < 8 values of a row, zero-padded (0 * 0 adds nothing). */
-KX_INLINE __m256 kx_load_w_tail(int kind, const uint8_t *p, int n) {
-    uint8_t buf[32] = {0};
+#if defined(__AVX512F__)
+#define KX_FL 16
+typedef __m512 kx_fv;
+KX_INLINE kx_fv kx_fv_w(int kind, const uint8_t *p) {
+    if (kind == KX_W_F32) return _mm512_loadu_ps((const void *)p);
+    __m256i h = kx_load(p);
+    if (kind == KX_W_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+KX_INLINE kx_fv kx_fv_a(const float *p) {
+    return _mm512_loadu_ps(p);
+}
+KX_INLINE kx_fv kx_fv_zero(void) {
+    return _mm512_setzero_ps();
+}
+KX_INLINE kx_fv kx_fv_fma(kx_fv w, kx_fv a, kx_fv acc) {
+    return _mm512_fmadd_ps(w, a, acc);
+}
+/* lanes j and j + 8 added, then the 8-lane tree */
+KX_INLINE float kx_fv_sum(kx_fv v) {
+    return kx_hsum(_mm256_add_ps(_mm512_castps512_ps256(v),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+}
+#elif defined(KX_FORCE_WIDE_TILES)
+#define KX_FL 16
+typedef struct {
+    __m256 lo, hi;
+} kx_fv;
+KX_INLINE kx_fv kx_fv_w(int kind, const uint8_t *p) {
+    kx_fv r = {kx_load_w(kind, p), kx_load_w(kind, p + (kind == KX_W_F32 ? 32 : 16))};
+    return r;
+}
+KX_INLINE kx_fv kx_fv_a(const float *p) {
+    kx_fv r = {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)};
+    return r;
+}
+KX_INLINE kx_fv kx_fv_zero(void) {
+    kx_fv r = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    return r;
+}
+KX_INLINE kx_fv kx_fv_fma(kx_fv w, kx_fv a, kx_fv acc) {
+    acc.lo = _mm256_fmadd_ps(w.lo, a.lo, acc.lo);
+    acc.hi = _mm256_fmadd_ps(w.hi, a.hi, acc.hi);
+    return acc;
+}
+KX_INLINE float kx_fv_sum(kx_fv v) {
+    return kx_hsum(_mm256_add_ps(v.lo, v.hi));
+}
+#else
+#define KX_FL 8
+typedef __m256 kx_fv;
+#define kx_fv_w kx_load_w
+KX_INLINE kx_fv kx_fv_a(const float *p) {
+    return _mm256_loadu_ps(p);
+}
+KX_INLINE kx_fv kx_fv_zero(void) {
+    return _mm256_setzero_ps();
+}
+KX_INLINE kx_fv kx_fv_fma(kx_fv w, kx_fv a, kx_fv acc) {
+    return _mm256_fmadd_ps(w, a, acc);
+}
+#define kx_fv_sum kx_hsum
+#endif
+
+/* The last n < KX_FL values of a row, zero-padded (0 * 0 adds nothing). */
+KX_INLINE kx_fv kx_fv_w_tail(int kind, const uint8_t *p, int n) {
+    _Alignas(64) uint8_t buf[4 * KX_FL] = {0};
     memcpy(buf, p, (size_t)n * (kind == KX_W_F32 ? 4 : 2));
-    return kx_load_w(kind, buf);
+    return kx_fv_w(kind, buf);
 }
 
-KX_INLINE __m256 kx_load_a_tail(const float *p, int n) {
-    float buf[8] = {0};
+KX_INLINE kx_fv kx_fv_a_tail(const float *p, int n) {
+    _Alignas(64) float buf[KX_FL] = {0};
     memcpy(buf, p, (size_t)n * 4);
-    return _mm256_loadu_ps(buf);
+    return kx_fv_a(buf);
 }
 
 KX_INLINE void kx_tile_f(int kind, const int R, const int T, int64_t k, const uint8_t *w, size_t ws,
                          const uint8_t *a, size_t as, float *out, int64_t ldo) {
     const size_t esz = kind == KX_W_F32 ? 4 : 2;
-    __m256 acc[KX_F_G][KX_TM];
+    kx_fv acc[KX_F_RM][KX_TM];
     KX_UNROLL for (int r = 0; r < R; r++) KX_UNROLL for (int t = 0; t < T; t++) acc[r][t] =
-        _mm256_setzero_ps();
+        kx_fv_zero();
     int64_t i = 0;
-    for (; i + 8 <= k; i += 8) {
-        __m256 wv[KX_F_G];
+    for (; i + KX_FL <= k; i += KX_FL) {
+        kx_fv wv[KX_F_RM];
         KX_UNROLL for (int r = 0; r < R; r++) {
-            if (T == 1) kx_prefetch_next(w + r * ws + (size_t)i * esz + R * ws, 1);
-            wv[r] = kx_load_w(kind, w + r * ws + (size_t)i * esz);
+            /* interleaved rows: each prefetches its next step's row */
+            if (T == 1 && R > 1) kx_prefetch_next(w + r * ws + (size_t)i * esz + R * ws, 1);
+            wv[r] = kx_fv_w(kind, w + r * ws + (size_t)i * esz);
         }
         KX_UNROLL for (int t = 0; t < T; t++) {
-            __m256 av = _mm256_loadu_ps((const float *)(const void *)(a + t * as) + i);
-            KX_UNROLL for (int r = 0; r < R; r++) acc[r][t] = _mm256_fmadd_ps(wv[r], av, acc[r][t]);
+            kx_fv av = kx_fv_a((const float *)(const void *)(a + t * as) + i);
+            KX_UNROLL for (int r = 0; r < R; r++) acc[r][t] = kx_fv_fma(wv[r], av, acc[r][t]);
         }
     }
     if (i < k) {
         int n = (int)(k - i);
-        __m256 wv[KX_F_G];
+        kx_fv wv[KX_F_RM];
         KX_UNROLL for (int r = 0; r < R; r++) wv[r] =
-            kx_load_w_tail(kind, w + r * ws + (size_t)i * esz, n);
+            kx_fv_w_tail(kind, w + r * ws + (size_t)i * esz, n);
         KX_UNROLL for (int t = 0; t < T; t++) {
-            __m256 av = kx_load_a_tail((const float *)(const void *)(a + t * as) + i, n);
-            KX_UNROLL for (int r = 0; r < R; r++) acc[r][t] = _mm256_fmadd_ps(wv[r], av, acc[r][t]);
+            kx_fv av = kx_fv_a_tail((const float *)(const void *)(a + t * as) + i, n);
+            KX_UNROLL for (int r = 0; r < R; r++) acc[r][t] = kx_fv_fma(wv[r], av, acc[r][t]);
         }
     }
     KX_UNROLL for (int t = 0; t < T; t++) KX_UNROLL for (int r = 0; r < R; r++) out[t * ldo + r] =
-        kx_hsum(acc[r][t]);
+        kx_fv_sum(acc[r][t]);
 }
 
 #define KX_TILE_F32(R, T, r, t)                                                                    \
@@ -241,9 +326,25 @@ KX_INLINE void kx_tile_f(int kind, const int R, const int T, int64_t k, const ui
     kx_tile_f(KX_W_F16, R, T, k, w + (r)*ws, ws, a + (t)*as, as, out + (t)*ldo + (r), ldo)
 #define KX_TILE_BF16(R, T, r, t)                                                                   \
     kx_tile_f(KX_W_BF16, R, T, k, w + (r)*ws, ws, a + (t)*as, as, out + (t)*ldo + (r), ldo)
-KX_GEMM(kx_gemm_f32, KX_TILE_F32, KX_F_R, KX_F_T, KX_F_G)
-KX_GEMM(kx_gemm_f16, KX_TILE_F16, KX_F_R, KX_F_T, KX_F_G)
-KX_GEMM(kx_gemm_bf16, KX_TILE_BF16, KX_F_R, KX_F_T, KX_F_G)
+#if KX_F_G == 1
+/* Short rows (attention's K rows: head_dim values) go 8 at a time, so 8
+ * chains hide the FMA latency: the rows are one block of memory anyway.
+ * Measured on Zen 4, one core, f16 x one token, 1024 rows in L2, ns per
+ * row against one at a time: k = 64 3.6 -> 3.1, k = 256 10.0 -> 9.3. */
+#define KX_F_SHORT 1024 /* bytes of a row */
+#define KX_GEMM_F(name, TILE, esz)                                                                 \
+    KX_GEMM(name##_g1, TILE, KX_F_R, KX_F_T, 1)                                                    \
+    KX_GEMM(name##_g8, TILE, KX_F_R, KX_F_T, 8)                                                    \
+    static void name(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,    \
+                     int64_t nt, float *out, int64_t ldo) {                                        \
+        (k * (esz) < KX_F_SHORT ? name##_g8 : name##_g1)(k, w, ws, nr, a, as, nt, out, ldo);       \
+    }
+#else
+#define KX_GEMM_F(name, TILE, esz) KX_GEMM(name, TILE, KX_F_R, KX_F_T, KX_F_G)
+#endif
+KX_GEMM_F(kx_gemm_f32, KX_TILE_F32, 4)
+KX_GEMM_F(kx_gemm_f16, KX_TILE_F16, 2)
+KX_GEMM_F(kx_gemm_bf16, KX_TILE_BF16, 2)
 
 /* ---- q8_0, q4_0, q4_1 weights x Q8 activations -------------------------------------- */
 /* Per block of 32 and pair (r, t): an exact int32 dot product in 8 lanes p,
