@@ -557,20 +557,21 @@ static kiln_status k_kv_store(const cpu_ctx *cc, const kiln_tensor *const *in, k
  * come from the kernel table's gemm (the K block is a matrix of f16 or f32
  * "weight" rows, kvw values apart), while the block is hot in L1 for every
  * row; each row then does its own online-softmax step (running max and sum,
- * weighted values accumulated key by key: attn_step, or attn_step_avx2 on
- * x86 SIMD tables, chosen by table and hd only). The gemm computes every
- * output the same way whatever tile it falls in (kernels.h), key blocks
- * start at absolute multiples of ATTN_BLOCK, and the per-row step reads
- * only its own row, so a row's result depends neither on which rows share
- * its task nor on the thread count: decode (T = 1) runs the same code on
- * tasks of one row. */
+ * weighted values accumulated key by key: attn_step, or on x86 SIMD tables,
+ * chosen by table and hd only, attn_soft_avx2 and then attn_pv_rows, which
+ * adds the block's V rows to three rows at once, each value still summed
+ * key by key). The gemm computes every output the same way whatever tile
+ * it falls in (kernels.h), key blocks start at absolute multiples of
+ * ATTN_BLOCK, and a row's step computes only from its own row, so a row's
+ * result depends neither on which rows share its task nor on the thread
+ * count: decode (T = 1) runs the same code on tasks of one row. */
 typedef struct attn_job {
     const cpu_ctx *c;
     kiln_cpu_gemm_fn score; /* gemm for the cache's dtype: K rows x query rows */
     const float *q;         /* [T, nh * hd] */
     const void *kc, *vc;    /* [S, nkv * hd], f32 or f16 */
     int v_f16;
-    int simd;     /* attn_step_avx2 instead of attn_step */
+    int simd;     /* attn_soft_avx2 and attn_pv_rows instead of attn_step */
     size_t k_esz; /* bytes of one K value */
     float *o;     /* [T, nh * hd] */
     int64_t T, pos, kvw;
@@ -700,10 +701,75 @@ static ATTN_AVX2 void silu_avx2(const float *a, const float *u, float *o, int64_
 ATTN_PV(8)
 ATTN_PV(1)
 
-/* vb: the block's first V row (f16 when vf16, else f32), rows vs values
- * apart. */
-ATTN_AVX2 static void attn_step_avx2(const attn_job *j, float *sc, int nb, const void *vb,
-                                     int64_t vs, int vf16, float *mx, float *sum, float *acc) {
+/* The same for three rows sharing the block's V rows: each V vector loaded
+ * once for three FMAs, and 12 chains (AVX2's 16 registers: 12 accumulators,
+ * 3 probabilities, the V vector). Each accumulator value still sums its
+ * keys in order, so the result is attn_pv's. */
+#define ATTN_PV3(W)                                                                                \
+    ATTN_AVX2 static void attn_pv3_##W(int f16, const void *v, int64_t vs, float *const *p,        \
+                                       int nb, float *const *acc, int d) {                         \
+        __m256 a[3][W];                                                                            \
+        for (int r = 0; r < 3; r++)                                                                \
+            for (int w = 0; w < W; w++)                                                            \
+                a[r][w] = _mm256_loadu_ps(acc[r] + d + 8 * w);                                     \
+        for (int k = 0; k < nb; k++) {                                                             \
+            __m256 p0 = _mm256_set1_ps(p[0][k]), p1 = _mm256_set1_ps(p[1][k]),                     \
+                   p2 = _mm256_set1_ps(p[2][k]);                                                   \
+            for (int w = 0; w < W; w++) {                                                          \
+                __m256 x = f16 ? _mm256_cvtph_ps(_mm_loadu_si128(                                  \
+                                     (const __m128i *)((const uint16_t *)v + k * vs + d + 8 * w))) \
+                               : _mm256_loadu_ps((const float *)v + k * vs + d + 8 * w);           \
+                a[0][w] = _mm256_fmadd_ps(p0, x, a[0][w]);                                         \
+                a[1][w] = _mm256_fmadd_ps(p1, x, a[1][w]);                                         \
+                a[2][w] = _mm256_fmadd_ps(p2, x, a[2][w]);                                         \
+            }                                                                                      \
+        }                                                                                          \
+        for (int r = 0; r < 3; r++)                                                                \
+            for (int w = 0; w < W; w++)                                                            \
+                _mm256_storeu_ps(acc[r] + d + 8 * w, a[r][w]);                                     \
+    }
+ATTN_PV3(4)
+ATTN_PV3(1)
+
+/* One row's acc[0 .. hd) += its probabilities p[k] times V row k, for keys
+ * k0 <= k < nb (vb: the block's first V row). */
+ATTN_AVX2 static void attn_pv_row(int f16, const void *vb, int64_t vs, const float *p, int k0,
+                                  int nb, float *acc, int hd) {
+    size_t esz = f16 ? sizeof(uint16_t) : sizeof(float);
+    const uint8_t *v = (const uint8_t *)vb + (size_t)(k0 * vs) * esz;
+    int d = 0;
+    for (; d + 64 <= hd; d += 64)
+        attn_pv8(f16, v + (size_t)d * esz, vs, p + k0, nb - k0, acc + d);
+    for (; d < hd; d += 8)
+        attn_pv1(f16, v + (size_t)d * esz, vs, p + k0, nb - k0, acc + d);
+}
+
+/* The PV step of n rows of a block: rows three at a time over the keys all
+ * three see, then each row's remaining keys alone. */
+ATTN_AVX2 static void attn_pv_rows(int f16, const void *vb, int64_t vs, float *const *p,
+                                   const int *nb, float *const *acc, int n, int hd) {
+    int r = 0;
+    for (; r + 3 <= n; r += 3) {
+        int m = nb[r] < nb[r + 1] ? nb[r] : nb[r + 1];
+        m = nb[r + 2] < m ? nb[r + 2] : m;
+        int d = 0;
+        for (; d + 32 <= hd; d += 32)
+            attn_pv3_4(f16, vb, vs, p + r, m, acc + r, d);
+        for (; d < hd; d += 8)
+            attn_pv3_1(f16, vb, vs, p + r, m, acc + r, d);
+        for (int i = r; i < r + 3; i++)
+            if (nb[i] > m) attn_pv_row(f16, vb, vs, p[i], m, nb[i], acc[i], hd);
+    }
+    for (; r < n; r++)
+        attn_pv_row(f16, vb, vs, p[r], 0, nb[r], acc[r], hd);
+}
+
+/* The online-softmax part of one row's step over a block of nb keys: sc's
+ * raw dot products become the probabilities (0 past nb, up to the next
+ * multiple of 8), mx and sum and the row's accumulator acc are updated for
+ * the block; attn_pv_rows then adds the block's V rows. */
+ATTN_AVX2 static void attn_soft_avx2(const attn_job *j, float *sc, int nb, float *mx, float *sum,
+                                     float *acc) {
     int hd = j->hd;
     /* Scores / div (IEEE division, lane by lane: the plain step's values);
      * keys past nb become -inf. The block max ignores NaN like the plain
@@ -738,23 +804,16 @@ ATTN_AVX2 static void attn_step_avx2(const attn_job *j, float *sc, int nb, const
         }
         *mx = bm;
     }
-    float p[ATTN_BLOCK];
     __m256 m = _mm256_set1_ps(*mx), s8 = _mm256_setzero_ps();
     for (int i = 0; i < nb; i += 8) {
         __m256 e = attn_exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + i), m)); /* past nb: e^-inf = 0 */
-        _mm256_storeu_ps(p + i, e);
+        _mm256_storeu_ps(sc + i, e);
         s8 = _mm256_add_ps(s8, e);
     }
     __m128 h = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
     h = _mm_add_ps(h, _mm_movehl_ps(h, h));
     h = _mm_add_ss(h, _mm_movehdup_ps(h));
     *sum += _mm_cvtss_f32(h);
-    size_t esz = vf16 ? sizeof(uint16_t) : sizeof(float);
-    int d = 0;
-    for (; d + 64 <= hd; d += 64)
-        attn_pv8(vf16, (const uint8_t *)vb + (size_t)d * esz, vs, p, nb, acc + d);
-    for (; d < hd; d += 8)
-        attn_pv1(vf16, (const uint8_t *)vb + (size_t)d * esz, vs, p, nb, acc + d);
 }
 /* The f16 V rows [n, hd] at v (rows vs values apart) as f32 rows of hd:
  * exact, done once per block for all the task's rows. */
@@ -808,6 +867,10 @@ static void attn_tile(const attn_job *j, int g, int h0, int nhq, int64_t t0, int
             vf = vbuf;
         }
 #endif
+#if ATTN_SIMD
+        float *pr[ATTN_ROWS], *ar[ATTN_ROWS];
+        int nbr[ATTN_ROWS], m = 0;
+#endif
         for (int hi = 0; hi < nhq; hi++)
             for (int ti = ti0; ti < ntq; ti++) {
                 int r = hi * ntq + ti;
@@ -815,15 +878,20 @@ static void attn_tile(const attn_job *j, int g, int h0, int nhq, int64_t t0, int
                 int n = nb < ATTN_BLOCK ? (int)nb : ATTN_BLOCK;
 #if ATTN_SIMD
                 if (j->simd) {
-                    attn_step_avx2(j, sc + r * ATTN_BLOCK, n, vf ? (const void *)vf : vb,
-                                   vf ? hd : j->kvw, j->v_f16 && !vf, &mx[r], &sum[r],
+                    attn_soft_avx2(j, sc + r * ATTN_BLOCK, n, &mx[r], &sum[r],
                                    acc + (int64_t)r * hd);
+                    pr[m] = sc + r * ATTN_BLOCK, ar[m] = acc + (int64_t)r * hd, nbr[m++] = n;
                     continue;
                 }
 #endif
                 attn_step(j, sc + r * ATTN_BLOCK, n, s0, kvo, &mx[r], &sum[r],
                           acc + (int64_t)r * hd);
             }
+#if ATTN_SIMD
+        if (m)
+            attn_pv_rows(j->v_f16 && !vf, vf ? (const void *)vf : vb, vf ? hd : j->kvw, pr, nbr, ar,
+                         m, hd);
+#endif
     }
     for (int hi = 0; hi < nhq; hi++)
         for (int ti = 0; ti < ntq; ti++) {
