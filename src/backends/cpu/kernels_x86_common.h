@@ -219,15 +219,9 @@ KX_INLINE kx_fv kx_fv_w(int kind, const uint8_t *p) {
     if (kind == KX_W_F16) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
-KX_INLINE kx_fv kx_fv_a(const float *p) {
-    return _mm512_loadu_ps(p);
-}
-KX_INLINE kx_fv kx_fv_zero(void) {
-    return _mm512_setzero_ps();
-}
-KX_INLINE kx_fv kx_fv_fma(kx_fv w, kx_fv a, kx_fv acc) {
-    return _mm512_fmadd_ps(w, a, acc);
-}
+#define kx_fv_a _mm512_loadu_ps /* 16 f32 at p */
+#define kx_fv_zero _mm512_setzero_ps
+#define kx_fv_fma _mm512_fmadd_ps /* w * a + acc */
 /* lanes j and j + 8 added, then the 8-lane tree */
 KX_INLINE float kx_fv_sum(kx_fv v) {
     return kx_hsum(_mm256_add_ps(_mm512_castps512_ps256(v),
@@ -292,15 +286,9 @@ KX_INLINE float kx_fv_sum(kx_fv v) {
 #define KX_FL 8
 typedef __m256 kx_fv;
 #define kx_fv_w kx_load_w
-KX_INLINE kx_fv kx_fv_a(const float *p) {
-    return _mm256_loadu_ps(p);
-}
-KX_INLINE kx_fv kx_fv_zero(void) {
-    return _mm256_setzero_ps();
-}
-KX_INLINE kx_fv kx_fv_fma(kx_fv w, kx_fv a, kx_fv acc) {
-    return _mm256_fmadd_ps(w, a, acc);
-}
+#define kx_fv_a _mm256_loadu_ps /* 8 f32 at p */
+#define kx_fv_zero _mm256_setzero_ps
+#define kx_fv_fma _mm256_fmadd_ps /* w * a + acc */
 #define kx_fv_sum kx_hsum
 #endif
 
