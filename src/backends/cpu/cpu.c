@@ -866,8 +866,7 @@ static void attn_tile(const attn_job *j, int g, int h0, int nhq, int64_t t0, int
             attn_v_f32(vb, j->kvw, nk, hd, vbuf);
             vf = vbuf;
         }
-#endif
-#if ATTN_SIMD
+        /* each row's probabilities, key count and accumulator, for attn_pv_rows */
         float *pr[ATTN_ROWS], *ar[ATTN_ROWS];
         int nbr[ATTN_ROWS], m = 0;
 #endif
