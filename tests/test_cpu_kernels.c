@@ -25,6 +25,8 @@ static const kiln_dtype k_dtypes[] = {
     KILN_Q6_K, KILN_Q4_0_X8, KILN_Q4_1_X8, KILN_Q8_0_X8, KILN_Q4_K_X8, KILN_Q6_K_X8};
 #define N_DTYPES (int)(sizeof k_dtypes / sizeof *k_dtypes)
 
+#define KT_MAX_TABLES 16 /* under_test's most */
+
 /* The tables this CPU runs, best first (scalar last); prints the skipped
  * ones once. */
 static int runnable(const kiln_cpu_kernels **out) {
@@ -48,10 +50,13 @@ static int runnable(const kiln_cpu_kernels **out) {
 extern const kiln_cpu_kernels kt_cpu_kernels_vnni_emu; /* cpu_kernels_vnni_emu.c */
 extern const kiln_cpu_kernels kt_cpu_kernels_wide_emu; /* cpu_kernels_wide_emu.c */
 extern const kiln_cpu_kernels kt_cpu_kernels_wide_vnni_emu;
+extern const kiln_cpu_kernels kt_cpu_kernels_amx_emu; /* cpu_kernels_amx_emu*.c */
+extern const kiln_cpu_kernels kt_cpu_kernels_amx_on_avx2;
 #endif
 
-/* The tables to check: the runnable ones, and the VNNI algorithms on AVX2
- * (emulated VPDPBUSD) where this CPU has AVX2. */
+/* The tables to check: the runnable ones, the VNNI algorithms on AVX2
+ * (emulated VPDPBUSD) where this CPU has AVX2, and the AMX kernels on
+ * emulated tile instructions (on AVX2, and on AVX-512 where it runs). */
 static int under_test(const kiln_cpu_kernels **out) {
     int m = runnable(out);
 #if KILN_TEST_VNNI_EMU
@@ -60,12 +65,16 @@ static int under_test(const kiln_cpu_kernels **out) {
         out[m++] = &kt_cpu_kernels_vnni_emu;
         out[m++] = &kt_cpu_kernels_wide_emu;
         out[m++] = &kt_cpu_kernels_wide_vnni_emu;
+        out[m++] = &kt_cpu_kernels_amx_on_avx2;
+        int z = kiln_cpu_kernels_runnable(&kiln_cpu_kernels_avx512_vnni);
+        if (z) out[m++] = &kt_cpu_kernels_amx_emu;
         if (!printed++)
             fprintf(stderr,
                     "  also run: %s (VNNI algorithms, emulated VPDPBUSD), %s and %s (the AVX-512 "
-                    "tables' tilings)\n",
+                    "tables' tilings), %s%s%s (AMX kernels, emulated tile instructions)\n",
                     kt_cpu_kernels_vnni_emu.name, kt_cpu_kernels_wide_emu.name,
-                    kt_cpu_kernels_wide_vnni_emu.name);
+                    kt_cpu_kernels_wide_vnni_emu.name, kt_cpu_kernels_amx_on_avx2.name,
+                    z ? " and " : "", z ? kt_cpu_kernels_amx_emu.name : "");
     }
 #endif
     return m;
@@ -257,7 +266,7 @@ static const char *check_gemm(const kiln_cpu_kernels *kt, const problem *p, char
 }
 
 TEST(gemm_matches_oracle) {
-    const kiln_cpu_kernels *ks[8];
+    const kiln_cpu_kernels *ks[KT_MAX_TABLES];
     int nk = under_test(ks);
     for (int v = 0; v < nk; v++)
         REQUIRE_COMPLETE(ks[v]);
@@ -291,7 +300,7 @@ TEST(gemm_matches_oracle) {
  * all-15 nibbles, q6_K codes 0 and 63 with scales -128 and 127, q4_K scales
  * and mins 63, and activations of +-127 (x = +-1). */
 TEST(gemm_extreme_codes) {
-    const kiln_cpu_kernels *ks[8];
+    const kiln_cpu_kernels *ks[KT_MAX_TABLES];
     int nk = under_test(ks);
     for (int v = 0; v < nk; v++)
         REQUIRE_COMPLETE(ks[v]);
@@ -301,8 +310,8 @@ TEST(gemm_extreme_codes) {
         for (int d = 3; d < N_DTYPES; d++) {
             kiln_dtype t = k_dtypes[d];
             problem p;
-            problem_make(&p, ks[v], t, 512, 5, 5, &s);
             const int x8 = kiln_dtype_row_group(t) > 1, bb = t == KILN_Q4_1_X8 ? 160 : 144;
+            problem_make(&p, ks[v], t, 512, x8 ? 17 : 5, x8 ? 17 : 5, &s); /* x8: an AMX tile */
             if (t == KILN_Q6_K_X8) /* rows alternately codes 63 and 0, scales -128 and 127 */
                 for (int64_t g = 0; g < p.nr / 8; g++)
                     for (int64_t b = 0; b < 2; b++) {
@@ -364,7 +373,7 @@ TEST(gemm_extreme_codes) {
 
 /* Each output must come out bit-identical however the caller tiles the call. */
 TEST(gemm_tile_independent) {
-    const kiln_cpu_kernels *ks[8];
+    const kiln_cpu_kernels *ks[KT_MAX_TABLES];
     int nk = under_test(ks);
     for (int v = 0; v < nk; v++)
         REQUIRE_COMPLETE(ks[v]);
@@ -373,8 +382,9 @@ TEST(gemm_tile_independent) {
         for (int d = 0; d < N_DTYPES; d++) {
             kiln_dtype t = k_dtypes[d];
             int64_t blk = kiln_dtype_block(t);
-            int64_t k = blk == 1 ? 259 : blk == 32 ? 320 : 512, nr = 19, nt = 13;
             const int64_t G = kiln_dtype_row_group(t); /* rows go in whole groups */
+            /* x8: whole AMX tiles (16 activation rows x 16 weight rows) and edges */
+            int64_t k = blk == 1 ? 259 : blk == 32 ? 320 : 512, nr = 19, nt = G > 1 ? 37 : 13;
             problem p;
             problem_make(&p, ks[v], t, k, nr, nt, &s);
             nr = p.nr;
@@ -401,7 +411,7 @@ TEST(gemm_tile_independent) {
                     if (r1 > nr) r1 = nr;
                     int64_t t0 = 0;
                     while (t0 < nt) {
-                        int64_t t1 = t0 + 1 + kt_rand(&s) % 9;
+                        int64_t t1 = t0 + 1 + kt_rand(&s) % (G > 1 ? 24 : 9);
                         if (t1 > nt) t1 = nt;
                         ks[v]->gemm[t](k, p.w + r0 * p.ws, p.ws, r1 - r0, p.a + t0 * p.as, p.as,
                                        t1 - t0, part + t0 * nr + r0, nr);
@@ -423,20 +433,28 @@ TEST(gemm_tile_independent) {
 /* The test tables of the AVX-512 tilings on AVX2 stand in for the AVX-512
  * tables on CPUs without AVX-512, which is sound only if they compute the
  * same bits: where both run, every dtype's gemm (shapes with row, token and
- * k edges) and the activation quantizer must agree byte for byte. */
+ * k edges) and the activation quantizer must agree byte for byte. The AMX
+ * kernels on emulated tiles must give avx512-vnni's bytes (the same exact
+ * integer sums, the same float steps), and the real avx512-amx's where it
+ * runs. */
 TEST(wide_emulation_exact) {
 #if KILN_TEST_VNNI_EMU
-    const kiln_cpu_kernels *real[] = {&kiln_cpu_kernels_avx512, &kiln_cpu_kernels_avx512_vnni};
-    const kiln_cpu_kernels *emu[] = {&kt_cpu_kernels_wide_emu, &kt_cpu_kernels_wide_vnni_emu};
+    const kiln_cpu_kernels *real[] = {&kiln_cpu_kernels_avx512, &kiln_cpu_kernels_avx512_vnni,
+                                      &kiln_cpu_kernels_avx512_vnni, &kiln_cpu_kernels_avx512_vnni,
+                                      &kiln_cpu_kernels_avx512_amx};
+    const kiln_cpu_kernels *emu[] = {&kt_cpu_kernels_wide_emu, &kt_cpu_kernels_wide_vnni_emu,
+                                     &kt_cpu_kernels_amx_emu, &kt_cpu_kernels_amx_on_avx2,
+                                     &kt_cpu_kernels_amx_emu};
     if (!kiln_cpu_kernels_runnable(real[0]))
         SKIP("this CPU lacks AVX-512: no table to compare the emulations with");
     unsigned long long s = 11;
-    static const int64_t shapes[][3] = {{1, 1, 1}, {17, 5, 1}, {33, 13, 3}, {64, 9, 17}};
-    for (int v = 0; v < 2; v++)
+    static const int64_t shapes[][3] = {
+        {1, 1, 1}, {17, 5, 1}, {33, 13, 3}, {64, 9, 17}, {3, 40, 35}};
+    for (int v = 0; v < 5; v++)
         for (int d = 0; d < N_DTYPES && kiln_cpu_kernels_runnable(real[v]); d++) {
             kiln_dtype t = k_dtypes[d];
             int64_t blk = kiln_dtype_block(t);
-            for (int i = 0; i < 4; i++) {
+            for (int i = 0; i < 5; i++) {
                 /* k: odd lengths for the unblocked kinds (tails of every size) */
                 int64_t k = blk == 1 ? 16 * shapes[i][0] + 3 * i + 1 : blk * (1 + i);
                 problem p;
@@ -466,7 +484,7 @@ TEST(wide_emulation_exact) {
 
 /* ---- activation quantization ------------------------------------------------------- */
 TEST(quantize_row_matches_oracle) {
-    const kiln_cpu_kernels *ks[8];
+    const kiln_cpu_kernels *ks[KT_MAX_TABLES];
     int nk = under_test(ks);
     for (int v = 0; v < nk; v++)
         REQUIRE_COMPLETE(ks[v]);
@@ -548,7 +566,7 @@ TEST(quantize_row_matches_oracle) {
  * exact ties (x / d = j + 0.5), a lone negative maximum, very large and
  * subnormal values. */
 TEST(quantize_row_matches_portable) {
-    const kiln_cpu_kernels *ks[8];
+    const kiln_cpu_kernels *ks[KT_MAX_TABLES];
     int nk = under_test(ks);
     enum { K = 2048 };
     static float x[K];
@@ -588,7 +606,7 @@ TEST(quantize_row_matches_portable) {
 
 /* ---- vector helpers ------------------------------------------------------------ */
 TEST(dot_axpy_match_oracle) {
-    const kiln_cpu_kernels *ks[8];
+    const kiln_cpu_kernels *ks[KT_MAX_TABLES];
     int nk = under_test(ks);
     for (int v = 0; v < nk; v++)
         REQUIRE_COMPLETE(ks[v]);

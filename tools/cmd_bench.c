@@ -113,6 +113,9 @@ static int run_machine(const char *cmd, int n_threads, long long mem_mib) {
         return kiln_cli_fail(cmd, st);
     printf("cpu: %s\n", mi.cpu_model);
     printf("kernels: f32 %s, int8 %s\n", mi.f32_kernel, mi.i8_kernel);
+    char backend[160];
+    kiln_machine_cpu_backend(backend, sizeof backend);
+    printf("cpu backend: %s\n", backend);
     printf("| threads | memory read GB/s | f32 FMA GFLOP/s | int8 dot GOP/s |\n");
     printf("| ------: | ---------------: | --------------: | -------------: |\n");
     const kiln_machine_rates *r[2] = {&mi.one, &mi.all};

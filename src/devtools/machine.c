@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/cpu/kernels.h"
 #include "base/json.h"
 #include "devtools/machine.h"
 
@@ -363,6 +364,21 @@ void kiln_machine_cpu_model(char *buf, size_t cap) {
         }
     }
     fclose(f);
+}
+
+void kiln_machine_cpu_backend(char *buf, size_t cap) {
+    const kiln_cpu_kernels *table = NULL;
+    (void)kiln_cpu_kernels_select(NULL, &table); /* NULL when $KILN_CPU names one it cannot run */
+    int amx = kiln_cpu_amx();
+    const char *env = getenv("KILN_CPU");
+    snprintf(buf, cap, "%s%s%s; AMX tiles: %s", table ? "the " : "none ($KILN_CPU=",
+             table ? table->name
+             : env ? env
+                   : "",
+             table ? " table" : " is not runnable here)",
+             amx > 0   ? "usable (the avx512-amx table)"
+             : amx < 0 ? "on this CPU, but the OS kernel refused the tile state"
+                       : "not on this CPU");
 }
 
 kiln_status kiln_machine_measure(int n_threads, uint64_t mem_bytes, kiln_machine_info *out) {

@@ -34,6 +34,12 @@ typedef struct kiln_machine_info {
 /* The CPU's model name into buf (never fails: "unknown" when unreadable). */
 void kiln_machine_cpu_model(char *buf, size_t cap);
 
+/* The cpu backend's kernel table here (what $KILN_CPU, else the CPU,
+ * chooses) and whether AMX tiles are usable, as one line into buf, e.g.
+ * "the avx512-vnni table; AMX tiles: not on this CPU". May ask the OS for
+ * the AMX tile state (kernels.h: kiln_cpu_amx). */
+void kiln_machine_cpu_backend(char *buf, size_t cap);
+
 /* Measures on 1 and n_threads (1..1024) threads, streaming a buffer of
  * mem_bytes (at least 1 MiB; 1 GiB is well past any last-level cache).
  * Takes a few seconds. KILN_ERR_NOMEM when the buffer cannot be had,

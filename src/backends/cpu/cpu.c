@@ -83,6 +83,7 @@ typedef struct cpu_ctx {
     rope_table *ropes;
     /* Compute-unit names (unit()). */
     char unit_mm[KILN_DTYPE_END][64];
+    char unit_mm_amx[KILN_DTYPE_END][64]; /* [0] = none: with 16 activation rows or more */
     char unit_attn[2][48];
     char unit_vec[48];
     char unit_silu[48];
@@ -1195,6 +1196,15 @@ static void name_units(cpu_ctx *c) {
         else
             snprintf(c->unit_mm[t], sizeof c->unit_mm[t], "%s %s x %s", var, dt, act_name(act));
     }
+    /* avx512-amx: AMX tiles for q8_0x8 / q4_0x8 / q4_1x8 from 16 activation
+     * rows (kernels_x86_x8.h), its VNNI tiles below */
+    static const kiln_dtype amx[] = {KILN_Q8_0_X8, KILN_Q4_0_X8, KILN_Q4_1_X8};
+    for (int i = 0; i < 3 && !strcmp(c->k->name, "avx512-amx"); i++) {
+        int t = amx[i];
+        memcpy(c->unit_mm_amx[t], c->unit_mm[t], sizeof c->unit_mm[t]);
+        strncat(c->unit_mm_amx[t], ", AMX tiles", sizeof c->unit_mm[t] - strlen(c->unit_mm[t]) - 1);
+        strncat(c->unit_mm[t], ", VNNI", sizeof c->unit_mm[t] - strlen(c->unit_mm[t]) - 1);
+    }
     const char *f32 = c->k->dot_f32 ? c->k->name : s->dot_f32 ? s->name : "portable";
     /* Attention's scores come from the gemm (scalar's when the table lacks it). */
     const char *a32 = c->k->gemm[KILN_F32] ? c->k->name : s->name;
@@ -1278,7 +1288,10 @@ static const char *cpu_unit(void *ctx, const kiln_node *n, const kiln_tensor *co
     case KILN_OP_MATMUL:
     case KILN_OP_LOGITS: {
         int t = in[1]->dtype;
-        return t >= 0 && t < KILN_DTYPE_END && c->unit_mm[t][0] ? c->unit_mm[t] : "cpu";
+        if (t < 0 || t >= KILN_DTYPE_END || !c->unit_mm[t][0]) return "cpu";
+        /* logits: named as for one row, the usual case (no output shape here) */
+        int64_t rows = n->op == KILN_OP_MATMUL ? in[0]->ne[0] : 1;
+        return rows >= 16 && c->unit_mm_amx[t][0] ? c->unit_mm_amx[t] : c->unit_mm[t];
     }
     case KILN_OP_ATTENTION:
     case KILN_OP_ATTENTION_FULL:

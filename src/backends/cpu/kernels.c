@@ -15,6 +15,11 @@ _Static_assert(sizeof(kiln_cpu_block_q8k) <= 8 * KILN_ACT_BLOCK_BYTES,
 #if defined(__x86_64__) || defined(__i386__)
 #define KILN_X86 1
 #include <cpuid.h>
+#include <stdatomic.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #elif defined(__aarch64__)
 #define KILN_ARM64 1
 #if defined(__linux__)
@@ -60,9 +65,8 @@ size_t kiln_cpu_act_row_bytes(int act, int64_t k) {
 
 static const kiln_cpu_kernels *const g_tables[] = {
 #if KILN_X86
-    &kiln_cpu_kernels_avx512_vnni,
-    &kiln_cpu_kernels_avx512,
-    &kiln_cpu_kernels_avx2,
+    &kiln_cpu_kernels_avx512_amx, &kiln_cpu_kernels_avx512_vnni,
+    &kiln_cpu_kernels_avx512,     &kiln_cpu_kernels_avx2,
 #elif KILN_ARM64
     &kiln_cpu_kernels_i8mm,
     &kiln_cpu_kernels_dotprod,
@@ -81,7 +85,7 @@ int kiln_cpu_kernels_all(const kiln_cpu_kernels *const **out) {
  * AVX-512 register state. Done by hand rather than with
  * __builtin_cpu_supports, whose feature names differ between gcc and clang
  * (clang 14 has no "f16c"). */
-enum { X86_AVX2 = 1, X86_AVX512 = 2, X86_VNNI = 4 };
+enum { X86_AVX2 = 1, X86_AVX512 = 2, X86_VNNI = 4, X86_AMX = 8 };
 
 static int x86_features(void) {
     unsigned a, b, c, d;
@@ -95,13 +99,38 @@ static int x86_features(void) {
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
     int avx2 = (b >> 5) & 1, avx512f = (b >> 16) & 1, avx512dq = (b >> 17) & 1;
     int avx512bw = (b >> 30) & 1, avx512vl = (b >> 31) & 1, vnni = (c >> 11) & 1;
+    int amx = ((d >> 24) & 3) == 3 && ((xlo >> 17) & 3) == 3; /* AMX-TILE, -INT8; XTILECFG, -DATA */
     int f = 0;
     if (ymm_ok && avx2 && fma && f16c) f |= X86_AVX2;
     if ((f & X86_AVX2) && zmm_ok && avx512f && avx512dq && avx512bw && avx512vl) f |= X86_AVX512;
     if ((f & X86_AVX512) && vnni) f |= X86_VNNI;
+    if ((f & X86_VNNI) && amx) f |= X86_AMX;
     return f;
 }
 #endif
+
+int kiln_cpu_amx(void) {
+#if KILN_X86
+    /* 0 unknown, else the answer + 2 */
+    static atomic_int state;
+    int s = atomic_load_explicit(&state, memory_order_acquire);
+    if (s) return s - 2;
+    int r = 0;
+    if (x86_features() & X86_AMX) {
+        r = -1;
+#if defined(__linux__) && defined(SYS_arch_prctl)
+        /* Linux keeps the 8 KiB tile data state off until a process asks:
+         * ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA (Linux 5.16 on). */
+        enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+        if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0) r = 1;
+#endif
+    }
+    atomic_store_explicit(&state, r + 2, memory_order_release);
+    return r;
+#else
+    return 0;
+#endif
+}
 
 int kiln_cpu_kernels_runnable(const kiln_cpu_kernels *k) {
     if (k == &kiln_cpu_kernels_scalar) return 1;
@@ -110,6 +139,7 @@ int kiln_cpu_kernels_runnable(const kiln_cpu_kernels *k) {
     if (k == &kiln_cpu_kernels_avx2) return (f & X86_AVX2) != 0;
     if (k == &kiln_cpu_kernels_avx512) return (f & X86_AVX512) != 0;
     if (k == &kiln_cpu_kernels_avx512_vnni) return (f & X86_VNNI) != 0;
+    if (k == &kiln_cpu_kernels_avx512_amx) return (f & X86_AMX) && kiln_cpu_amx() == 1;
 #elif KILN_ARM64
     if (k == &kiln_cpu_kernels_neon) return 1; /* Advanced SIMD is part of ARMv8-A */
 #if defined(__linux__)
@@ -148,5 +178,8 @@ kiln_status kiln_cpu_kernels_select(const char *name, const kiln_cpu_kernels **o
             strncat(list, all[i]->name, sizeof list - strlen(list) - 1);
         }
     return kiln_error(KILN_ERR_UNSUPPORTED, "cpu kernel variant '%s' %s (this CPU runs: %s)", name,
-                      "is unknown or not supported by this CPU", list);
+                      !strcmp(name, "avx512-amx") && kiln_cpu_amx() < 0
+                          ? "needs the AMX tile state, which the OS kernel refused"
+                          : "is unknown or not supported by this CPU",
+                      list);
 }

@@ -1,5 +1,5 @@
 /* kernels.h: the cpu backend's kernel table. One table per instruction-set
- * variant (scalar, avx2, avx512, avx512-vnni, neon, dotprod, i8mm), each in
+ * variant (scalar, avx2, avx512, avx512-vnni, avx512-amx, neon, dotprod, i8mm), each in
  * its own file compiled with its own flags; the best one this CPU runs is
  * chosen at open (or the one KILN_CPU / kiln_open_options.cpu_variant
  * forces). Every entry of every table computes the same function; variants
@@ -72,7 +72,7 @@ typedef void (*kiln_cpu_gemm_fn)(int64_t k, const void *w, size_t w_stride, int6
                                  int64_t ldo);
 
 typedef struct kiln_cpu_kernels {
-    const char *name; /* "scalar", "avx2", "avx512", "avx512-vnni", "neon", "dotprod", "i8mm" */
+    const char *name; /* "scalar", "avx2", "avx512", "avx512-vnni", "avx512-amx", "neon", ... */
     /* Quantizes k values of x into one activation row (act Q8 or Q8K). */
     void (*quantize_row)(int act, const float *x, void *dst, int64_t k);
     /* Indexed by kiln_dtype; NULL = not in this table. */
@@ -93,12 +93,18 @@ int kiln_cpu_kernels_runnable(const kiln_cpu_kernels *k);
  * `name` is unknown or this CPU cannot run it. */
 kiln_status kiln_cpu_kernels_select(const char *name, const kiln_cpu_kernels **out);
 
+/* AMX on this CPU and OS: 1 usable (the OS kernel granted this process the
+ * tile data state; asked once, on the first call), -1 the CPU has it but the
+ * OS kernel refused it, 0 absent (or not an x86 build). */
+int kiln_cpu_amx(void);
+
 /* The variant tables (kernels_<variant>.c); a variant not built for this
  * architecture is absent from kiln_cpu_kernels_all. */
 extern const kiln_cpu_kernels kiln_cpu_kernels_scalar;
 extern const kiln_cpu_kernels kiln_cpu_kernels_avx2;
 extern const kiln_cpu_kernels kiln_cpu_kernels_avx512;
 extern const kiln_cpu_kernels kiln_cpu_kernels_avx512_vnni;
+extern const kiln_cpu_kernels kiln_cpu_kernels_avx512_amx;
 extern const kiln_cpu_kernels kiln_cpu_kernels_neon;
 extern const kiln_cpu_kernels kiln_cpu_kernels_dotprod;
 extern const kiln_cpu_kernels kiln_cpu_kernels_i8mm;

@@ -185,6 +185,8 @@ KX_INLINE void kwp_store(float *out, kwp_f v, int ng) {
 #undef KWP_SET1
 #endif
 
+#include "backends/cpu/kernels_x86_amx.h"
+
 /* The narrow tiles: kx_tile_*_n. */
 #define KW_WIDTH 1
 #define KW_TILE(name) name##_n
@@ -242,16 +244,54 @@ KX_INLINE void kx_gemm_x8(int kind, int64_t k, const uint8_t *w, size_t ws, int6
 #undef KX_X8_TILE
 }
 
-/* The table entry of one x8 kind. */
-#define KX_GEMM_X8(name, KIND)                                                                     \
+#if KX_AMX && KX_X8_WIDE != 2
+#error "the AMX kernels need the wide x8 tiles (AVX-512, or KX_FORCE_WIDE_TILES)"
+#endif
+#if KX_AMX
+/* q8_0x8, q4_0x8, q4_1x8 with AMX: whole tiles of 16 activation rows x two
+ * groups by kxa_tile_x8_w (each pair of groups against every tile of
+ * activation rows while it is in cache), everything else (fewer than 16
+ * activation rows: token generation; the last rows; an odd group) by
+ * kx_gemm_x8's VNNI tiles, which give the same bits. The configuration is
+ * loaded per call and released after, so no other code sees tile state. */
+KX_INLINE void kxa_gemm_x8(int kind, int64_t k, const uint8_t *w, size_t ws, int64_t nr,
+                           const uint8_t *a, size_t as, int64_t nt, float *out, int64_t ldo) {
+    const int64_t nb = k / 32, pairs = nr / 16, n16 = nt / KXA_M * KXA_M;
+    const size_t gs = 8 * ws;
+    if (!pairs || !n16) {
+        kx_gemm_x8(kind, k, w, ws, nr, a, as, nt, out, ldo);
+        return;
+    }
+    kxa_config();
+    for (int64_t p = 0; p < pairs; p++)
+        for (int64_t t = 0; t < n16; t += KXA_M)
+            kxa_tile_x8_w(kind == KX_X8_Q8_0, kind == KX_X8_Q4_1, nb, w + (size_t)(2 * p) * gs, gs,
+                          a + (size_t)t * as, as, out + t * ldo + 16 * p, ldo);
+    kxa_release();
+    if (nr > 16 * pairs)
+        kx_gemm_x8(kind, k, w + (size_t)(2 * pairs) * gs, ws, nr - 16 * pairs, a, as, n16,
+                   out + 16 * pairs, ldo);
+    if (nt > n16)
+        kx_gemm_x8(kind, k, w, ws, nr, a + (size_t)n16 * as, as, nt - n16, out + n16 * ldo, ldo);
+}
+#endif
+
+/* The table entry of one x8 kind; q4_0x8, q4_1x8 and q8_0x8 by AMX where
+ * the build has it. */
+#if KX_AMX
+#define KX_X8_AMX_OR kxa_gemm_x8
+#else
+#define KX_X8_AMX_OR kx_gemm_x8
+#endif
+#define KX_GEMM_X8(name, driver, KIND)                                                             \
     static void name(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,    \
                      int64_t nt, float *out, int64_t ldo) {                                        \
-        kx_gemm_x8(KIND, k, w, ws, nr, a, as, nt, out, ldo);                                       \
+        driver(KIND, k, w, ws, nr, a, as, nt, out, ldo);                                           \
     }
-KX_GEMM_X8(kx_gemm_q4_0x8, KX_X8_Q4_0)
-KX_GEMM_X8(kx_gemm_q4_1x8, KX_X8_Q4_1)
-KX_GEMM_X8(kx_gemm_q8_0x8, KX_X8_Q8_0)
-KX_GEMM_X8(kx_gemm_q4_Kx8, KX_X8_Q4_K)
-KX_GEMM_X8(kx_gemm_q6_Kx8, KX_X8_Q6_K)
+KX_GEMM_X8(kx_gemm_q4_0x8, KX_X8_AMX_OR, KX_X8_Q4_0)
+KX_GEMM_X8(kx_gemm_q4_1x8, KX_X8_AMX_OR, KX_X8_Q4_1)
+KX_GEMM_X8(kx_gemm_q8_0x8, KX_X8_AMX_OR, KX_X8_Q8_0)
+KX_GEMM_X8(kx_gemm_q4_Kx8, kx_gemm_x8, KX_X8_Q4_K)
+KX_GEMM_X8(kx_gemm_q6_Kx8, kx_gemm_x8, KX_X8_Q6_K)
 
 #endif /* KILN_CPU_KERNELS_X86_X8_H */

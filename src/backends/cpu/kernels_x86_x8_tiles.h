@@ -77,6 +77,7 @@
 #define kw_fmadd _mm512_fmadd_ps
 #define kw_fnmadd _mm512_fnmadd_ps
 #define kw_store(out, v, ng) _mm512_mask_storeu_ps((out), (ng) == 2 ? 0xFFFF : 0x00FF, (v))
+#define kw_load64(p) _mm512_loadu_si512((const void *)(p))
 #elif KW_WIDTH == 3
 #define KW_G 2
 #define kw_i kwp_i
@@ -111,6 +112,7 @@
 #define kw_fmadd kwp_fmadd
 #define kw_fnmadd kwp_fnmadd
 #define kw_store kwp_store
+#define kw_load64(p) kwp_loadg((const uint8_t *)(p), 32)
 #else
 #error "KW_WIDTH must be 1, 2 or 3"
 #endif
@@ -366,6 +368,64 @@ KX_INLINE void KW_TILE(kx_tile_q6kx8)(const int T, int64_t nb, const uint8_t *w,
     KX_UNROLL for (int t = 0; t < T; t++) kw_store(out + t * ldo, acc[t], ng);
 }
 
+/* ---- AMX: q8_0x8, q4_0x8, q4_1x8 (kernels_x86_amx.h) -------------------------- */
+/* 16 activation rows x two groups (KXA_M x 16 weight rows) per call, the
+ * integer sums of one block by two TDPBSSD (q8_0x8: s8 x s8, no +128 as
+ * VPDPBUSD needs) or TDPBSUD (q4: s8 x the nibbles as u8, unpacked per block
+ * into B's layout: the low nibbles are columns 0..15, the high 16..31),
+ * stored so that activation row t's 16 sums are one 64-byte row. Then each
+ * row's step is the VNNI tiles' (acc + f32(is) * (dw * da), q4's msum
+ * separately, out = acc + msum), and the integer sums are the same exact
+ * integers, so every output has the avx512-vnni table's bits. */
+#if KX_AMX && KW_G == 2
+KX_INLINE void KW_TILE(kxa_tile_x8)(int q8, int q41, int64_t nb, const uint8_t *w, size_t gs,
+                                    const uint8_t *a, size_t as, float *out, int64_t ldo) {
+    const size_t ab = sizeof(kiln_cpu_block_q8), aq = offsetof(kiln_cpu_block_q8, q);
+    const size_t bb = q8 ? 272 : q41 ? 160 : 144, head = q8 || !q41 ? 16 : 32;
+    _Alignas(64) int32_t is[KXA_M][16];
+    _Alignas(64) uint8_t nib[2][256];
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    kw_f acc[KXA_M], msum[KXA_M];
+    KX_UNROLL for (int t = 0; t < KXA_M; t++) acc[t] = msum[t] = kw_zero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = w + (size_t)b * bb;
+        kxa_load(0, a + (size_t)b * ab + aq, as);
+        kxa_zero(3);
+        kxa_zero(4);
+        if (q8) {
+            kxa_load(1, blk + head, 32);
+            kxa_load(2, blk + gs + head, 32);
+            kxa_dpbssd(3, 0, 1);
+            kxa_dpbssd(4, 0, 2);
+        } else {
+            for (int g = 0; g < 2; g++)
+                KX_UNROLL for (int m = 0; m < 4; m++) {
+                    const __m256i v = kx_load(blk + g * gs + head + 32 * m);
+                    _mm256_storeu_si256((__m256i *)(void *)(nib[g] + 32 * m),
+                                        _mm256_and_si256(v, m4));
+                    _mm256_storeu_si256((__m256i *)(void *)(nib[g] + 128 + 32 * m),
+                                        _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+                }
+            kxa_load(1, nib[0], 32);
+            kxa_load(2, nib[1], 32);
+            kxa_dpbsud(3, 0, 1);
+            kxa_dpbsud(4, 0, 2);
+        }
+        kxa_store(3, &is[0][0], 64);
+        kxa_store(4, &is[0][8], 64);
+        const kw_f dw = kw_cvtph(blk, gs);
+        const kw_f mw = q8 ? dw : q41 ? kw_cvtph(blk + 16, gs) : kw_mul(dw, kw_set1_ps(-8.0f));
+        KX_UNROLL for (int t = 0; t < KXA_M; t++) {
+            const uint8_t *pa = a + t * as + (size_t)b * ab;
+            acc[t] = kw_x8_update(acc[t], kw_load64(is[t]), dw, kx_f32(pa));
+            if (!q8) msum[t] = kw_fmadd(mw, kw_set1_ps(kx_f32(pa + 4)), msum[t]);
+        }
+    }
+    KX_UNROLL for (int t = 0; t < KXA_M; t++)
+        kw_store(out + t * ldo, q8 ? acc[t] : kw_add_ps(acc[t], msum[t]), 2);
+}
+#endif
+
 #undef KW_G
 #undef kw_i
 #undef kw_f
@@ -399,6 +459,7 @@ KX_INLINE void KW_TILE(kx_tile_q6kx8)(const int T, int64_t nb, const uint8_t *w,
 #undef kw_fmadd
 #undef kw_fnmadd
 #undef kw_store
+#undef kw_load64
 #undef kw_zero
 #undef kw_zero_ps
 #undef kw_bcast4
