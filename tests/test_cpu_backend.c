@@ -10,7 +10,8 @@
  * cpu backend refuses; bad open options.
  *
  * Tolerances (max |cpu - ref| / max |ref|): plain f32 ops 1e-5 (summation
- * order only); matmuls with f32/f16/bf16 weights 1e-5; with q8_0/q4_0/q4_1
+ * order only); matmuls with f32/f16/bf16 weights 1e-5 (2e-2 on the opt-in
+ * avx512-bf16, which rounds their operands to bf16); with q8_0/q4_0/q4_1
  * weights 2e-2 and q4_K/q6_K 2e-2 (the activations are quantized to 8 bits
  * per block of 32 / 256 values: about 1/254 of a block's largest value per
  * element, relative error of a dot ~1e-2 in the worst row); attention 1e-5;
@@ -467,6 +468,12 @@ static void build_cases(void) {
 
 static int compare_variant(const char *variant) {
     build_cases();
+    /* opt-in tables (avx512-bf16) round f16/bf16 matmuls' operands to bf16:
+     * 8-bit significands, held to the quantized kinds' bound */
+    const kiln_cpu_kernels *const *all, *table = NULL;
+    for (int i = 0, n = kiln_cpu_kernels_all(&all); i < n; i++)
+        if (!strcmp(all[i]->name, variant)) table = all[i];
+    const int bf16_dot = table && table->opt_in;
     void *ctx = cpu_open_ctx(variant, 2);
     if (!ctx) return 1;
     int bad = 0;
@@ -482,9 +489,12 @@ static int compare_variant(const char *variant) {
                        : rel_err(got, want, (int64_t)(ob / sizeof(float)));
         if (s1 || s2) fprintf(stderr, "  %s: %s\n", c->what, kiln_last_error());
         if (c->n.op == KILN_OP_MATMUL && e > worst_mm) worst_mm = e;
-        if (!(e <= c->tol)) {
+        const int loose = bf16_dot && c->n.op == KILN_OP_MATMUL &&
+                          (c->in[1].dtype == KILN_F16 || c->in[1].dtype == KILN_BF16);
+        const double tol = loose ? 2e-2 : c->tol;
+        if (!(e <= tol)) {
             fprintf(stderr, "  %s %s [%lld x %lld]: relative error %.3g > %g\n", variant, c->what,
-                    (long long)c->out.ne[0], (long long)c->out.ne[1], e, c->tol);
+                    (long long)c->out.ne[0], (long long)c->out.ne[1], e, tol);
             bad++;
         }
         free(want);

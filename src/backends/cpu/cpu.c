@@ -71,6 +71,7 @@ typedef struct cpu_ctx {
     /* Resolved kernels: the chosen table's, else the scalar table's (which
      * is complete: test_cpu_kernels), else (gemm NULL) the dequantizing loop. */
     kiln_cpu_gemm_fn gemm[KILN_DTYPE_END];
+    kiln_cpu_gemm_fn score_f16; /* attention over an f16 cache */
     void (*quantize_row)(int act, const float *x, void *dst, int64_t k);
     dot_f32_fn dot_f32;
     dot_f16_fn dot_f16;
@@ -185,6 +186,27 @@ static void mm_gemm(void *arg, int ith, int nth) {
     }
 }
 
+/* Runs j: its activation rows quantized into j->a first when quantize,
+ * then the gemm over tiles. */
+static void mm_launch(const cpu_ctx *c, mm_job *j, int quantize) {
+    const int64_t T = j->T;
+    if (quantize) {
+        j->q_chunks = chunks_for(c, T);
+        atomic_init(&j->q_next, 0);
+        run(c, mm_quantize, j, (double)T * (double)j->K);
+    }
+    /* About four chunks of weight rows per thread (multiples of 16), at most
+     * 256 rows when many tokens share them; tokens in tiles of MM_TILE_T. */
+    int64_t per = (j->N + 4 * c->n_threads - 1) / (4 * c->n_threads);
+    j->nc = (per + 15) / 16 * 16;
+    if (T > 4 && j->nc > 256) j->nc = 256;
+    j->tc = T < MM_TILE_T ? T : MM_TILE_T;
+    j->n_chunks = (j->N + j->nc - 1) / j->nc;
+    j->n_items = j->n_chunks * ((T + j->tc - 1) / j->tc);
+    atomic_init(&j->next, 0);
+    run(c, mm_gemm, j, (double)T * (double)j->N * (double)j->K);
+}
+
 /* out[T, N] = x[T, K] . w[N, K]^T */
 static kiln_status k_matmul(const cpu_ctx *c, const float *x, int64_t T, const kiln_tensor *w,
                             float *out, void *scratch, uint64_t scratch_bytes) {
@@ -199,32 +221,42 @@ static kiln_status k_matmul(const cpu_ctx *c, const float *x, int64_t T, const k
                           kiln_dtype_name(w->dtype), (long long)j.K);
     if (T <= 0 || j.N <= 0) return KILN_OK;
     j.gemm = c->gemm[w->dtype];
+    /* avx512-bf16: f16 / bf16 weights' activations rounded to bf16 once per
+     * matmul into the scratch, in passes of as many rows as it holds (the
+     * bits are gemm[]'s on the f32 rows either way, so this is speed only) */
+    const kiln_cpu_gemm_fn pre = c->k->gemm_bf16_act[w->dtype];
+    const size_t prow = kiln_cpu_act_row_bytes(KILN_CPU_ACT_BF16, j.K);
+    if (pre && j.K <= KILN_CPU_BF16_KMAX && scratch_bytes >= prow) {
+        const int64_t pass = (int64_t)(scratch_bytes / prow);
+        for (int64_t t0 = 0; t0 < T; t0 += pass) {
+            mm_job p = {.c = c, .gemm = pre, .wt = j.wt, .w = j.w, .w_stride = j.w_stride};
+            p.x = x + t0 * j.K;
+            p.out = out + t0 * j.N;
+            p.act = KILN_CPU_ACT_BF16;
+            p.a = scratch;
+            p.a_stride = prow;
+            p.K = j.K;
+            p.N = j.N;
+            p.T = T - t0 < pass ? T - t0 : pass;
+            mm_launch(c, &p, 1);
+        }
+        return KILN_OK;
+    }
     if (j.act == KILN_CPU_ACT_F32 || !j.gemm || !c->quantize_row) {
         j.gemm = j.act == KILN_CPU_ACT_F32 ? j.gemm : NULL;
         j.a = (uint8_t *)(uintptr_t)x;
         j.a_stride = (size_t)j.K * sizeof(float);
-    } else {
-        j.a = scratch;
-        j.a_stride = kiln_cpu_act_row_bytes(j.act, j.K);
-        if ((uint64_t)T * j.a_stride > scratch_bytes)
-            return kiln_error(
-                KILN_ERR_BACKEND,
-                "matmul scratch of %llu bytes cannot hold %lld activation rows of %zu bytes",
-                (unsigned long long)scratch_bytes, (long long)T, j.a_stride);
-        j.q_chunks = chunks_for(c, T);
-        atomic_init(&j.q_next, 0);
-        run(c, mm_quantize, &j, (double)T * (double)j.K);
+        mm_launch(c, &j, 0);
+        return KILN_OK;
     }
-    /* About four chunks of weight rows per thread (multiples of 16), at most
-     * 256 rows when many tokens share them; tokens in tiles of MM_TILE_T. */
-    int64_t per = (j.N + 4 * c->n_threads - 1) / (4 * c->n_threads);
-    j.nc = (per + 15) / 16 * 16;
-    if (T > 4 && j.nc > 256) j.nc = 256;
-    j.tc = T < MM_TILE_T ? T : MM_TILE_T;
-    j.n_chunks = (j.N + j.nc - 1) / j.nc;
-    j.n_items = j.n_chunks * ((T + j.tc - 1) / j.tc);
-    atomic_init(&j.next, 0);
-    run(c, mm_gemm, &j, (double)T * (double)j.N * (double)j.K);
+    j.a = scratch;
+    j.a_stride = kiln_cpu_act_row_bytes(j.act, j.K);
+    if ((uint64_t)T * j.a_stride > scratch_bytes)
+        return kiln_error(
+            KILN_ERR_BACKEND,
+            "matmul scratch of %llu bytes cannot hold %lld activation rows of %zu bytes",
+            (unsigned long long)scratch_bytes, (long long)T, j.a_stride);
+    mm_launch(c, &j, 1);
     return KILN_OK;
 }
 
@@ -924,7 +956,7 @@ static kiln_status attn_start(const cpu_ctx *c, const kiln_node *n, const kiln_t
                               kiln_tensor *out, int64_t pos, int64_t all) {
     attn_job j = {.c = c, .q = in[0]->data, .kc = in[1]->data, .vc = in[2]->data, .o = out->data};
     int k_f16 = in[1]->dtype == KILN_F16;
-    j.score = c->gemm[k_f16 ? KILN_F16 : KILN_F32];
+    j.score = k_f16 ? c->score_f16 : c->gemm[KILN_F32];
     j.k_esz = k_f16 ? sizeof(uint16_t) : sizeof(float);
     j.v_f16 = in[2]->dtype == KILN_F16;
     j.hd = n->iattr[KILN_ATTN_HEAD_DIM];
@@ -1233,6 +1265,7 @@ static kiln_status cpu_open(const kiln_module *m, const kiln_open_options *o, vo
     const kiln_cpu_kernels *s = &kiln_cpu_kernels_scalar;
     for (int t = 0; t < KILN_DTYPE_END; t++)
         c->gemm[t] = c->k->gemm[t] ? c->k->gemm[t] : s->gemm[t];
+    c->score_f16 = c->k->score_f16 ? c->k->score_f16 : c->gemm[KILN_F16];
     c->quantize_row = c->k->quantize_row ? c->k->quantize_row : s->quantize_row;
     c->dot_f32 = c->k->dot_f32 ? c->k->dot_f32 : s->dot_f32;
     c->dot_f16 = c->k->dot_f16 ? c->k->dot_f16 : s->dot_f16;

@@ -58,6 +58,8 @@ size_t kiln_cpu_act_row_bytes(int act, int64_t k) {
         return (size_t)((k + 31) / 32) * sizeof(kiln_cpu_block_q8);
     case KILN_CPU_ACT_Q8K:
         return (size_t)((k + 255) / 256) * sizeof(kiln_cpu_block_q8k);
+    case KILN_CPU_ACT_BF16:
+        return (size_t)((k + 31) / 32) * 64;
     default:
         return 0;
     }
@@ -65,8 +67,9 @@ size_t kiln_cpu_act_row_bytes(int act, int64_t k) {
 
 static const kiln_cpu_kernels *const g_tables[] = {
 #if KILN_X86
-    &kiln_cpu_kernels_avx512_amx, &kiln_cpu_kernels_avx512_vnni,
-    &kiln_cpu_kernels_avx512,     &kiln_cpu_kernels_avx2,
+    &kiln_cpu_kernels_avx512_amx,  &kiln_cpu_kernels_avx512_vnni,
+    &kiln_cpu_kernels_avx512_bf16, /* opt-in: only when named */
+    &kiln_cpu_kernels_avx512,      &kiln_cpu_kernels_avx2,
 #elif KILN_ARM64
     &kiln_cpu_kernels_i8mm,
     &kiln_cpu_kernels_dotprod,
@@ -85,7 +88,7 @@ int kiln_cpu_kernels_all(const kiln_cpu_kernels *const **out) {
  * AVX-512 register state. Done by hand rather than with
  * __builtin_cpu_supports, whose feature names differ between gcc and clang
  * (clang 14 has no "f16c"). */
-enum { X86_AVX2 = 1, X86_AVX512 = 2, X86_VNNI = 4, X86_AMX = 8 };
+enum { X86_AVX2 = 1, X86_AVX512 = 2, X86_VNNI = 4, X86_AMX = 8, X86_BF16 = 16 };
 
 static int x86_features(void) {
     unsigned a, b, c, d;
@@ -105,6 +108,7 @@ static int x86_features(void) {
     if ((f & X86_AVX2) && zmm_ok && avx512f && avx512dq && avx512bw && avx512vl) f |= X86_AVX512;
     if ((f & X86_AVX512) && vnni) f |= X86_VNNI;
     if ((f & X86_VNNI) && amx) f |= X86_AMX;
+    if ((f & X86_VNNI) && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5) & 1) f |= X86_BF16;
     return f;
 }
 #endif
@@ -140,6 +144,7 @@ int kiln_cpu_kernels_runnable(const kiln_cpu_kernels *k) {
     if (k == &kiln_cpu_kernels_avx512) return (f & X86_AVX512) != 0;
     if (k == &kiln_cpu_kernels_avx512_vnni) return (f & X86_VNNI) != 0;
     if (k == &kiln_cpu_kernels_avx512_amx) return (f & X86_AMX) && kiln_cpu_amx() == 1;
+    if (k == &kiln_cpu_kernels_avx512_bf16) return (f & X86_BF16) != 0;
 #elif KILN_ARM64
     if (k == &kiln_cpu_kernels_neon) return 1; /* Advanced SIMD is part of ARMv8-A */
 #if defined(__linux__)
@@ -164,7 +169,9 @@ kiln_status kiln_cpu_kernels_select(const char *name, const kiln_cpu_kernels **o
     if (!name || !*name) name = getenv("KILN_CPU");
     if (name && !*name) name = NULL;
     for (int i = 0; i < n; i++) {
-        if (name ? strcmp(all[i]->name, name) != 0 : !kiln_cpu_kernels_runnable(all[i])) continue;
+        if (name ? strcmp(all[i]->name, name) != 0
+                 : all[i]->opt_in || !kiln_cpu_kernels_runnable(all[i]))
+            continue;
         if (kiln_cpu_kernels_runnable(all[i])) {
             *out = all[i];
             return KILN_OK;

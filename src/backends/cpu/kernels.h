@@ -1,5 +1,6 @@
 /* kernels.h: the cpu backend's kernel table. One table per instruction-set
- * variant (scalar, avx2, avx512, avx512-vnni, avx512-amx, neon, dotprod, i8mm), each in
+ * variant (scalar, avx2, avx512, avx512-vnni, avx512-amx, neon, dotprod, i8mm;
+ * avx512-bf16 only when named), each in
  * its own file compiled with its own flags; the best one this CPU runs is
  * chosen at open (or the one KILN_CPU / kiln_open_options.cpu_variant
  * forces). Every entry of every table computes the same function; variants
@@ -23,10 +24,12 @@
 
 /* Activation formats. */
 typedef enum kiln_cpu_act {
-    KILN_CPU_ACT_F32 = 0, /* plain f32 rows, used in place (f32, f16, bf16 weights) */
-    KILN_CPU_ACT_Q8 = 1,  /* kiln_cpu_block_q8 per 32 values (q8_0, q4_0, q4_1 weights) */
-    KILN_CPU_ACT_Q8K = 2, /* kiln_cpu_block_q8k per 256 values (q4_K, q6_K weights) */
-    KILN_CPU_ACT_Q8S = 3, /* kiln_cpu_block_q8 with sum in place of s (q8_0 weights) */
+    KILN_CPU_ACT_F32 = 0,  /* plain f32 rows, used in place (f32, f16, bf16 weights) */
+    KILN_CPU_ACT_Q8 = 1,   /* kiln_cpu_block_q8 per 32 values (q8_0, q4_0, q4_1 weights) */
+    KILN_CPU_ACT_Q8K = 2,  /* kiln_cpu_block_q8k per 256 values (q4_K, q6_K weights) */
+    KILN_CPU_ACT_Q8S = 3,  /* kiln_cpu_block_q8 with sum in place of s (q8_0 weights) */
+    KILN_CPU_ACT_BF16 = 4, /* bf16 (round to nearest even), k rounded up to 32 and zero-padded:
+                              avx512-bf16's f16/bf16 matmuls (gemm_bf16_act) */
 } kiln_cpu_act;
 
 /* 32 activations: x[i] ~= d * q[i]. KILN_CPU_ACT_Q8: s = d * sum(q) (for
@@ -73,7 +76,8 @@ typedef void (*kiln_cpu_gemm_fn)(int64_t k, const void *w, size_t w_stride, int6
 
 typedef struct kiln_cpu_kernels {
     const char *name; /* "scalar", "avx2", "avx512", "avx512-vnni", "avx512-amx", "neon", ... */
-    /* Quantizes k values of x into one activation row (act Q8 or Q8K). */
+    /* Quantizes k values of x into one activation row (act Q8, Q8S, Q8K; BF16
+     * where gemm_bf16_act is filled in). */
     void (*quantize_row)(int act, const float *x, void *dst, int64_t k);
     /* Indexed by kiln_dtype; NULL = not in this table. */
     kiln_cpu_gemm_fn gemm[KILN_DTYPE_END];
@@ -82,7 +86,27 @@ typedef struct kiln_cpu_kernels {
     float (*dot_f16)(const float *a, const uint16_t *b, int64_t n);
     void (*axpy_f32)(float alpha, const float *x, float *y, int64_t n); /* y += alpha * x */
     void (*axpy_f16)(float alpha, const uint16_t *x, float *y, int64_t n);
+    /* avx512-bf16: the f16 and bf16 matmuls of gemm[] (same bits) on activation
+     * rows quantize_row already rounded (KILN_CPU_ACT_BF16), for k <=
+     * KILN_CPU_BF16_KMAX: the cpu backend converts them once per matmul into
+     * the node's scratch when it holds them. NULL elsewhere. */
+    kiln_cpu_gemm_fn gemm_bf16_act[KILN_DTYPE_END];
+    /* Attention's scores over an f16 cache where they must not use gemm[KILN_F16]
+     * (avx512-bf16: its f16 matmul rounds to bf16); NULL = gemm[KILN_F16]. */
+    kiln_cpu_gemm_fn score_f16;
+    /* 1: chosen only when named (KILN_CPU), never as the best the CPU runs:
+     * avx512-bf16, whose f16 and bf16 matmuls round the activations (and
+     * f16 weights) to bf16, within KILN_CPU_BF16_TOL_F16 / _BF16 times
+     * sum |w * a| instead of the other tables' 2e-5. */
+    int opt_in;
 } kiln_cpu_kernels;
+
+/* The opt-in avx512-bf16 table's error bound on an f16 / bf16 matmul output,
+ * relative to sum_k |w[k] * a[k]|: both operands rounded to bf16 (2^-8
+ * each) or only the activations, plus the f32 accumulation's 2e-5. */
+#define KILN_CPU_BF16_TOL_F16 (1.0 / 128 + 2e-5)
+#define KILN_CPU_BF16_TOL_BF16 (1.0 / 256 + 2e-5)
+#define KILN_CPU_BF16_KMAX 4096 /* longer rows: gemm[]'s exact f16/bf16 path */
 
 /* The tables built into this binary, best first (the scalar one last). */
 int kiln_cpu_kernels_all(const kiln_cpu_kernels *const **out);
@@ -105,6 +129,7 @@ extern const kiln_cpu_kernels kiln_cpu_kernels_avx2;
 extern const kiln_cpu_kernels kiln_cpu_kernels_avx512;
 extern const kiln_cpu_kernels kiln_cpu_kernels_avx512_vnni;
 extern const kiln_cpu_kernels kiln_cpu_kernels_avx512_amx;
+extern const kiln_cpu_kernels kiln_cpu_kernels_avx512_bf16;
 extern const kiln_cpu_kernels kiln_cpu_kernels_neon;
 extern const kiln_cpu_kernels kiln_cpu_kernels_dotprod;
 extern const kiln_cpu_kernels kiln_cpu_kernels_i8mm;

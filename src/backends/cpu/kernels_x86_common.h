@@ -370,6 +370,156 @@ KX_GEMM_F(kx_gemm_f32, KX_TILE_F32, 4)
 KX_GEMM_F(kx_gemm_f16, KX_TILE_F16, 2)
 KX_GEMM_F(kx_gemm_bf16, KX_TILE_BF16, 2)
 
+/* ---- opt-in: f16 / bf16 weights by bf16 dot products (avx512-bf16) --------------- */
+/* KILN_CPU=avx512-bf16 (never chosen unless named): the f16 and bf16
+ * matmuls round the activations, and f16 weights, to bf16 (round to
+ * nearest even) and multiply them with VDPBF16PS (pairs of bf16 products
+ * into f32 lanes). Each output: 16 lanes, lane j summing the pairs
+ * 2j, 2j + 1 of every 32 values in order, then kx_fv_sum's tree, in every
+ * tile, so the bits are independent of the tiling, the split and the
+ * thread count as in the other tables. Its bound, relative to sum |w * a|:
+ * 2^-7 + 2e-5 for f16 weights (both operands rounded, 2^-8 each), 2^-8 +
+ * 2e-5 for bf16 weights (the activations only), in place of 2e-5
+ * (KILN_CPU_BF16_TOL_*; test_cpu_kernels checks it). Attention keeps the
+ * exact f16 gemm (score_f16).
+ * The cpu backend rounds a matmul's activation rows to bf16 once, into the
+ * node's scratch (quantize_row, KILN_CPU_ACT_BF16), and calls
+ * gemm_bf16_act; gemm[] takes f32 rows and rounds 16 at a time on the
+ * stack (the same bits). Each 4-row weight panel is converted once per call
+ * into L1, so VDPBF16PS reads both operands from there. Measured on Zen 4:
+ * one core, f16 256 x 64 x 1024, about 1.8x the f32 FMA tile (1.25x when
+ * each tile converts its weights); Qwen3-0.6B F16 pp512, 2 threads, against
+ * avx512-vnni, medians of 9: 199 -> 340 t/s (a 16-row, stack-only
+ * conversion gave 228, 64 rows 318). Rows of more than KB_KMAX values (the
+ * panel lives on the stack) take the exact f16 / bf16 gemm: the bits still
+ * depend on nothing but k. */
+#if defined(__AVX512BF16__) && defined(KX_BF16_DOT)
+#define KB_KMAX KILN_CPU_BF16_KMAX
+#define KB_ABUF 16384 /* bf16 values of kb_gemm's activation buffer (32 KiB) */
+/* 32 weights (f16 or bf16) as bf16 pairs, n < 32 of them zero-padded */
+KX_INLINE __m512i kb_w(int kind, const uint8_t *p, int n) {
+    _Alignas(64) uint8_t buf[64] = {0};
+    if (n < 32) p = memcpy(buf, p, (size_t)n * 2);
+    if (kind == KX_W_BF16) return _mm512_loadu_si512((const void *)p);
+    const __m512 lo = _mm512_cvtph_ps(kx_load(p)), hi = _mm512_cvtph_ps(kx_load(p + 32));
+    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+}
+/* k f32 values -> bf16 (round to nearest even) at dst, zero-padded to a
+ * multiple of 32: a KILN_CPU_ACT_BF16 row */
+KX_INLINE void kx_bf16_row(const float *x, int64_t k, uint16_t *dst) {
+    for (int64_t i = 0; i < k; i += 32) {
+        _Alignas(64) float buf[32] = {0};
+        const float *p = k - i < 32 ? memcpy(buf, x + i, (size_t)(k - i) * 4) : x + i;
+        _mm512_storeu_si512((void *)(dst + i), (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(p + 16),
+                                                                            _mm512_loadu_ps(p)));
+    }
+}
+/* R x T outputs; w: bf16 rows ws apart (pw) or the weights themselves
+ * (kind, ws bytes apart, converted as read); a: bf16 rows as apart */
+KX_INLINE void kb_tile(int kind, const int R, const int T, int64_t k, const uint16_t *pw,
+                       const uint8_t *w, size_t ws, const uint16_t *a, int64_t as, float *out,
+                       int64_t ldo) {
+    const int64_t kp = (k + 31) / 32 * 32;
+    __m512 acc[4][KX_TM];
+    KX_UNROLL for (int r = 0; r < R; r++) KX_UNROLL for (int t = 0; t < T; t++) acc[r][t] =
+        _mm512_setzero_ps();
+    for (int64_t i = 0; i < kp; i += 32) {
+        __m512i wv[4];
+        KX_UNROLL for (int r = 0; r < R; r++) wv[r] =
+            pw ? _mm512_load_si512((const void *)(pw + r * ws + i))
+               : kb_w(kind, w + r * ws + i * 2, k - i < 32 ? (int)(k - i) : 32);
+        KX_UNROLL for (int t = 0; t < T; t++) {
+            const __m512bh av = (__m512bh)_mm512_loadu_si512((const void *)(a + t * as + i));
+            KX_UNROLL for (int r = 0; r < R; r++) acc[r][t] =
+                _mm512_dpbf16_ps(acc[r][t], (__m512bh)wv[r], av);
+        }
+    }
+    if (R == 4 && T == 4) {
+        kz_store_sums_4x4(acc, out, ldo);
+        return;
+    }
+    KX_UNROLL for (int t = 0; t < T; t++) KX_UNROLL for (int r = 0; r < R; r++) out[t * ldo + r] =
+        kx_fv_sum(acc[r][t]);
+}
+/* nt activation rows of kp bf16 values, as apart: each 4-row weight panel
+ * converted once for all of them, or (fewer than 4 rows) one weight row
+ * at a time converted as read, one memory stream. */
+KX_INLINE void kb_core(int kind, int64_t k, const uint8_t *w, size_t ws, int64_t nr,
+                       const uint16_t *ab, int64_t as, int64_t nt, float *out, int64_t ldo) {
+    const int64_t kp = (k + 31) / 32 * 32;
+    if (nt < 4) { /* Zen 4, Qwen3-0.6B F16 tg64: 2 or 4 rows at once 25 -> 16 t/s */
+        for (int64_t r = 0; r < nr; r++)
+            for (int64_t t = 0; t < nt; t++)
+                kb_tile(kind, 1, 1, k, NULL, w + r * ws, ws, ab + t * as, as, out + t * ldo + r,
+                        ldo);
+        return;
+    }
+    _Alignas(64) uint16_t pw[4 * KB_KMAX];
+    for (int64_t r = 0; r < nr; r += 4) {
+        const int64_t m = nr - r < 4 ? nr - r : 4;
+        for (int64_t j = 0; j < m; j++)
+            for (int64_t i = 0; i < kp; i += 32)
+                _mm512_store_si512((void *)(pw + j * kp + i), kb_w(kind, w + (r + j) * ws + i * 2,
+                                                                   k - i < 32 ? (int)(k - i) : 32));
+        float *o = out + r;
+        int64_t t = 0;
+#define KB_TILE(R, T, j)                                                                           \
+    kb_tile(kind, R, T, k, pw + (j)*kp, NULL, kp, ab + t * as, as, o + t * ldo + (j), ldo)
+        if (m == 4) {
+            for (; t + 4 <= nt; t += 4)
+                KB_TILE(4, 4, 0);
+            for (; t < nt; t++)
+                KB_TILE(4, 1, 0);
+        } else
+            for (int64_t j = 0; j < m; j++) {
+                for (t = 0; t + 4 <= nt; t += 4)
+                    KB_TILE(1, 4, j);
+                for (; t < nt; t++)
+                    KB_TILE(1, 1, j);
+            }
+#undef KB_TILE
+    }
+}
+/* f32 activation rows: converted KB_ABUF / kp at a time on the stack. */
+KX_INLINE void kb_gemm(int kind, int64_t k, const uint8_t *w, size_t ws, int64_t nr,
+                       const uint8_t *a, size_t as, int64_t nt, float *out, int64_t ldo) {
+    const int64_t kp = (k + 31) / 32 * 32, tc = KB_ABUF / kp < 16 ? KB_ABUF / kp : 16;
+    _Alignas(64) uint16_t ab[KB_ABUF];
+    for (int64_t t0 = 0; t0 < nt; t0 += tc) {
+        const int64_t n = nt - t0 < tc ? nt - t0 : tc;
+        for (int64_t t = 0; t < n; t++)
+            kx_bf16_row((const float *)(const void *)(a + (t0 + t) * as), k, ab + t * kp);
+        kb_core(kind, k, w, ws, nr, ab, kp, n, out + t0 * ldo, ldo);
+    }
+}
+#define KB_GEMM(name, kind, exact)                                                                 \
+    static void name(int64_t k, const void *w, size_t ws, int64_t nr, const void *a, size_t as,    \
+                     int64_t nt, float *out, int64_t ldo) {                                        \
+        if (k > KB_KMAX)                                                                           \
+            exact(k, w, ws, nr, a, as, nt, out, ldo);                                              \
+        else                                                                                       \
+            kb_gemm(kind, k, w, ws, nr, a, as, nt, out, ldo);                                      \
+    }                                                                                              \
+    /* activation rows already in bf16 (KILN_CPU_ACT_BF16), k <= KB_KMAX */                        \
+    static void name##_act(int64_t k, const void *w, size_t ws, int64_t nr, const void *a,         \
+                           size_t as, int64_t nt, float *out, int64_t ldo) {                       \
+        kb_core(kind, k, w, ws, nr, a, (int64_t)(as / 2), nt, out, ldo);                           \
+    }
+KB_GEMM(kb_gemm_f16, KX_W_F16, kx_gemm_f16)
+KB_GEMM(kb_gemm_bf16, KX_W_BF16, kx_gemm_bf16)
+#define KX_F16_MATMUL kb_gemm_f16
+#define KX_BF16_MATMUL kb_gemm_bf16
+#define KX_F16_ACT kb_gemm_f16_act
+#define KX_BF16_ACT kb_gemm_bf16_act
+#define KX_OPT_IN 1
+#else
+#define KX_F16_MATMUL kx_gemm_f16
+#define KX_BF16_MATMUL kx_gemm_bf16
+#define KX_F16_ACT NULL
+#define KX_BF16_ACT NULL
+#define KX_OPT_IN 0
+#endif
+
 /* ---- q8_0, q4_0, q4_1 weights x Q8 activations -------------------------------------- */
 /* Per block of 32 and pair (r, t): an exact int32 dot product in 8 lanes p,
  * then acc += f32(p) * (dw * da), the R x T products dw * da made four at a
@@ -748,6 +898,12 @@ static void kx_quantize_row(int act, const float *x, void *dst, int64_t k) {
      * (85% of this function's time in one load, perf on Zen 4). */
     __m256i qv[32];
     uint8_t *out = dst;
+#if KX_OPT_IN
+    if (act == KILN_CPU_ACT_BF16) {
+        kx_bf16_row(x, k, dst);
+        return;
+    }
+#endif
     if (act == KILN_CPU_ACT_Q8 || act == KILN_CPU_ACT_Q8S) {
         for (int64_t i = 0; i < k / 32; i++, x += 32, out += sizeof(kiln_cpu_block_q8)) {
             const float d =
@@ -782,8 +938,8 @@ static void kx_quantize_row(int act, const float *x, void *dst, int64_t k) {
         .gemm =                                                                                    \
             {                                                                                      \
                 [KILN_F32] = kx_gemm_f32,                                                          \
-                [KILN_F16] = kx_gemm_f16,                                                          \
-                [KILN_BF16] = kx_gemm_bf16,                                                        \
+                [KILN_F16] = KX_F16_MATMUL,                                                        \
+                [KILN_BF16] = KX_BF16_MATMUL,                                                      \
                 [KILN_Q8_0] = kx_gemm_q8_0,                                                        \
                 [KILN_Q4_0] = kx_gemm_q4_0,                                                        \
                 [KILN_Q4_1] = kx_gemm_q4_1,                                                        \
@@ -799,6 +955,9 @@ static void kx_quantize_row(int act, const float *x, void *dst, int64_t k) {
         .dot_f16 = kx_dot_f16,                                                                     \
         .axpy_f32 = kx_axpy_f32,                                                                   \
         .axpy_f16 = kx_axpy_f16,                                                                   \
+        .gemm_bf16_act = {[KILN_F16] = KX_F16_ACT, [KILN_BF16] = KX_BF16_ACT},                     \
+        .score_f16 = kx_gemm_f16,                                                                  \
+        .opt_in = KX_OPT_IN,                                                                       \
     }
 
 #endif /* KILN_CPU_KERNELS_X86_COMMON_H */
