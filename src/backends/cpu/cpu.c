@@ -228,17 +228,15 @@ static kiln_status k_matmul(const cpu_ctx *c, const float *x, int64_t T, const k
     const size_t prow = kiln_cpu_act_row_bytes(KILN_CPU_ACT_BF16, j.K);
     if (pre && j.K <= KILN_CPU_BF16_KMAX && scratch_bytes >= prow) {
         const int64_t pass = (int64_t)(scratch_bytes / prow);
-        for (int64_t t0 = 0; t0 < T; t0 += pass) {
-            mm_job p = {.c = c, .gemm = pre, .wt = j.wt, .w = j.w, .w_stride = j.w_stride};
-            p.x = x + t0 * j.K;
-            p.out = out + t0 * j.N;
-            p.act = KILN_CPU_ACT_BF16;
-            p.a = scratch;
-            p.a_stride = prow;
-            p.K = j.K;
-            p.N = j.N;
-            p.T = T - t0 < pass ? T - t0 : pass;
-            mm_launch(c, &p, 1);
+        j.gemm = pre;
+        j.act = KILN_CPU_ACT_BF16;
+        j.a = scratch;
+        j.a_stride = prow;
+        for (int64_t t0 = 0; t0 < T; t0 += pass) { /* mm_launch restarts the job's counters */
+            j.x = x + t0 * j.K;
+            j.out = out + t0 * j.N;
+            j.T = T - t0 < pass ? T - t0 : pass;
+            mm_launch(c, &j, 1);
         }
         return KILN_OK;
     }
