@@ -21,6 +21,11 @@
 #   QUANTS   [f16 q8_0 q4_0] (SmolLM2 also runs q4_1, as shipped)
 #   THREADS  [1,2]     TESTS_P [128,512]    TEST_N [128]    REPS [3]
 #   KILN     [build/kiln, built here when missing]
+#   KILN_CPU [the CPU's best]  the cpu kernel table Kiln runs (recorded)
+#   LLAMA_BIN_DIR [scripts/llama_cpp.sh's]  another llama.cpp build's bin
+#            folder (e.g. one configured -DGGML_NATIVE=OFF -DGGML_AVX512=OFF
+#            to compare AVX2 code on an AVX-512 machine); its CMake GGML_*
+#            options are recorded in place of the system_info line
 #   OUT      [bench/RESULTS.md]
 # A full run on a 2-core machine takes about an hour; MODELS=smollm2-135m
 # about ten minutes.
@@ -44,7 +49,7 @@ if [ ! -x "$KILN" ]; then
   cmake -S "$ROOT" -B "$ROOT/build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   ninja -C "$ROOT/build" kiln >/dev/null
 fi
-BIN_DIR=$(bash "$ROOT/scripts/llama_cpp.sh" --print-bin-dir)
+BIN_DIR=${LLAMA_BIN_DIR:-$(bash "$ROOT/scripts/llama_cpp.sh" --print-bin-dir)}
 for t in llama-bench llama-quantize; do
   [ -x "$BIN_DIR/$t" ] || { log "$BIN_DIR/$t is missing: run scripts/llama_cpp.sh"; exit 1; }
 done
@@ -123,13 +128,19 @@ for f in "${files[@]}"; do
   done
 done
 # llama.cpp's system_info line (the CPU features its build uses), from
-# scripts/llama_ref.c, which prints it in its settings.
-sysinfo=$(bash "$ROOT/scripts/llama_ref.sh" -m "${files[0]}" --ids 1 -n 1 -t 1 2>/dev/null |
-  python3 -c 'import json,sys
+# scripts/llama_ref.c, which prints it in its settings (linked to the
+# default build); for another build, its CMake options.
+if [ -n "${LLAMA_BIN_DIR:-}" ]; then
+  sysinfo="build $LLAMA_BIN_DIR: $(grep -oE '^GGML_(NATIVE|SSE42|AVX[A-Z0-9_]*|FMA|F16C|BMI2|AMX_[A-Z0-9]*|LLAMAFILE|CPU_REPACK|OPENMP):BOOL=ON' "$LLAMA_BIN_DIR/../CMakeCache.txt" 2>/dev/null |
+    sed 's/:BOOL=ON//' | tr '\n' ' ' | sed 's/ $//')"
+else
+  sysinfo=$(bash "$ROOT/scripts/llama_ref.sh" -m "${files[0]}" --ids 1 -n 1 -t 1 2>/dev/null |
+    python3 -c 'import json,sys
 for l in sys.stdin:
     d = json.loads(l)
     s = d.get("settings", d).get("system_info")
     if s: print(s.strip()); break' || true)
+fi
 
 python3 - "$WORK/all.jsonl" "$OUT" "$(cat "$CACHE/llama.cpp/COMMIT" 2>/dev/null || echo unknown)" \
   "$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)" \
@@ -138,6 +149,7 @@ python3 - "$WORK/all.jsonl" "$OUT" "$(cat "$CACHE/llama.cpp/COMMIT" 2>/dev/null 
 import json, sys, time
 rows_path, out, lc_commit, kiln_commit, cpu, ncpu, sysinfo, skipped_path = sys.argv[1:]
 rows = [json.loads(l) for l in open(rows_path)]
+tables = sorted({str(r.get("cpu_kernels")) for r in rows if r["tool"] == "kiln"})
 def test(r):
     return "pp%d" % r["n_prompt"] if r["n_prompt"] else "tg%d" % r["n_gen"]
 runs = {}
@@ -148,8 +160,9 @@ for r in rows:
         order.append(key)
     runs.setdefault(key, {})[r["tool"]] = r
 lines = ["# Kiln against llama.cpp", "",
-         "Made by `bench/compare.sh` on %s. CPU: %s, %s cores. Kiln %s; llama.cpp %s (%s)." % (
-             time.strftime("%Y-%m-%d", time.gmtime()), cpu, ncpu, kiln_commit, lc_commit[:12],
+         "Made by `bench/compare.sh` on %s. CPU: %s, %s cores. Kiln %s (cpu kernels: %s); llama.cpp %s (%s)." % (
+             time.strftime("%Y-%m-%d", time.gmtime()), cpu, ncpu, kiln_commit,
+             ", ".join(tables) or "not recorded", lc_commit[:12],
              sysinfo.strip() or "system_info not recorded"),
          "Both tools ran the same GGUF file (Kiln compiled it), alternating per file and thread count; "
          "t/s is mean ± standard deviation over the repetitions. Ratio = Kiln / llama.cpp. "

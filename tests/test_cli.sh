@@ -330,18 +330,19 @@ for r in rows:
     assert r["type_k"] == "f16" and r["n_threads"] == "1" and int(r["model_n_params"]) > 0, r
 PY
   then ok bench_csv; else bad bench_csv "$(head -5 "$WORK/b.csv")"; fi
-  if "$KILN" bench "${BA[@]}" -o json >"$WORK/b.json" 2>&1 && python3 - "$WORK/b.json" "$P" <<'PY'
+  # cpu_kernels: the table that ran ($KILN_CPU's, here)
+  if KILN_CPU=scalar "$KILN" bench "${BA[@]}" -o json >"$WORK/b.json" 2>&1 && python3 - "$WORK/b.json" "$P" <<'PY'
 import json, os, sys
 d = json.load(open(sys.argv[1]))
 assert isinstance(d, list) and len(d) == 3, d
 keys = {"model_filename", "model_size", "model_n_params", "n_prompt", "n_gen", "n_threads", "avg_ts",
-        "stddev_ts", "samples_ts", "backend", "peak_rss_bytes"}
+        "stddev_ts", "samples_ts", "backend", "cpu_kernels", "peak_rss_bytes"}
 for o in d:
     assert keys <= set(o), set(o) ^ keys
     assert o["model_filename"] == sys.argv[2] and 0 < o["model_size"] < os.path.getsize(sys.argv[2]), o
     assert len(o["samples_ts"]) == 2 and all(x > 0 for x in o["samples_ts"]), o
     assert abs(o["avg_ts"] - sum(o["samples_ts"]) / 2) <= 1e-3 * o["avg_ts"], o
-    assert o["backend"] and o["peak_rss_bytes"] > 0, o
+    assert o["backend"] and o["peak_rss_bytes"] > 0 and o["cpu_kernels"] == "scalar", o
 assert [(o["n_prompt"], o["n_gen"]) for o in d] == [(8, 0), (12, 0), (0, 4)], d
 PY
   then ok bench_json; else bad bench_json "$(head -5 "$WORK/b.json")"; fi

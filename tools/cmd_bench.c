@@ -297,6 +297,13 @@ static void print_result(int fmt, const model_info *mi, const result *r, int fir
         printf(",\n    \"model_size\": %llu,\n    \"model_n_params\": %llu,\n    \"backend\": ",
                (unsigned long long)mi->size, (unsigned long long)mi->params);
         json_str(mi->backend);
+        /* the cpu backend's kernel table (kiln bench --machine names it too) */
+        const char *table = kiln_machine_cpu_table();
+        printf(",\n    \"cpu_kernels\": ");
+        if (table)
+            json_str(table);
+        else
+            printf("null");
         printf(",\n    \"n_threads\": %d,\n    \"type_k\": \"%s\",\n    \"type_v\": \"%s\",\n    "
                "\"n_batch\": %d,\n"
                "    \"n_prompt\": %d,\n    \"n_gen\": %d,\n    \"avg_ts\": %.6f,\n    "

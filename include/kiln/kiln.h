@@ -134,7 +134,8 @@ typedef struct kiln_open_options {
      * run on (its CPU affinity). */
     int n_threads;
     /* Kernel variant of the cpu backend ("scalar", "avx2", "avx512",
-     * "avx512-vnni", "neon", "dotprod", "i8mm"): NULL = $KILN_CPU when set,
+     * "avx512-vnni", "avx512-amx", "neon", "dotprod", "i8mm", and the opt-in
+     * "avx512-bf16", never chosen unless named): NULL = $KILN_CPU when set,
      * else the best this CPU runs. A variant the CPU cannot run is
      * KILN_ERR_UNSUPPORTED naming the variants it can. */
     const char *cpu_variant;

@@ -366,16 +366,21 @@ void kiln_machine_cpu_model(char *buf, size_t cap) {
     fclose(f);
 }
 
-void kiln_machine_cpu_backend(char *buf, size_t cap) {
+const char *kiln_machine_cpu_table(void) {
     const kiln_cpu_kernels *table = NULL;
     (void)kiln_cpu_kernels_select(NULL, &table); /* NULL when $KILN_CPU names one it cannot run */
+    return table ? table->name : NULL;
+}
+
+void kiln_machine_cpu_backend(char *buf, size_t cap) {
+    const char *name = kiln_machine_cpu_table();
     int amx = kiln_cpu_amx();
     const char *env = getenv("KILN_CPU");
-    snprintf(buf, cap, "%s%s%s; AMX tiles: %s", table ? "the " : "none ($KILN_CPU=",
-             table ? table->name
+    snprintf(buf, cap, "%s%s%s; AMX tiles: %s", name ? "the " : "none ($KILN_CPU=",
+             name  ? name
              : env ? env
                    : "",
-             table ? " table" : " is not runnable here)",
+             name ? " table" : " is not runnable here)",
              amx > 0   ? "usable (the avx512-amx table)"
              : amx < 0 ? "on this CPU, but the OS kernel refused the tile state"
                        : "not on this CPU");

@@ -40,6 +40,10 @@ void kiln_machine_cpu_model(char *buf, size_t cap);
  * the AMX tile state (kernels.h: kiln_cpu_amx). */
 void kiln_machine_cpu_backend(char *buf, size_t cap);
 
+/* The name of that table ("avx512-vnni", ...), or NULL when $KILN_CPU names
+ * one this CPU cannot run. */
+const char *kiln_machine_cpu_table(void);
+
 /* Measures on 1 and n_threads (1..1024) threads, streaming a buffer of
  * mem_bytes (at least 1 MiB; 1 GiB is well past any last-level cache).
  * Takes a few seconds. KILN_ERR_NOMEM when the buffer cannot be had,
