@@ -1,7 +1,9 @@
 /* bench_kernels.c: times the cpu backend's gemm kernels, one core, per
  * variant this CPU runs and per weight dtype:
- *   tg  nt = 1, k = 4096, weight rows filling ~64 MiB (past the L3;
- *       $KILN_BENCH_TG_MIB sets another size): GB/s of weight bytes streamed;
+ *   tg  nt = 1, k = 4096 ($KILN_BENCH_TG_K sets another: a model's row
+ *       length, e.g. 576 or 1024, where the per-row work weighs more),
+ *       weight rows filling ~64 MiB (past the L3; $KILN_BENCH_TG_MIB sets
+ *       another size): GB/s of weight bytes streamed;
  *   pp  nt = 128, k = 2048, nr = 2048 (scalar: nr = 256): GOP/s, 2*k*nr*nt
  *       operations per call (activation quantization not included).
  * Median of R runs (after one warm-up), by the wall clock and by this
@@ -143,6 +145,9 @@ int main(int argc, char **argv) {
     /* $KILN_BENCH_TG_MIB: tg weight bytes (default 64; e.g. 1 to time the gemv from L2) */
     const char *mib = getenv("KILN_BENCH_TG_MIB");
     size_t tg_bytes = (size_t)((mib && atof(mib) > 0 ? atof(mib) : 64.0) * 1048576.0);
+    /* $KILN_BENCH_TG_K: tg row length (default 4096; a multiple of 256 fits every dtype) */
+    const char *ks = getenv("KILN_BENCH_TG_K");
+    int64_t tg_k = ks && atoll(ks) >= 256 && atoll(ks) <= (1 << 20) ? atoll(ks) / 256 * 256 : 4096;
     const kiln_cpu_kernels *const *all;
     int n = kiln_cpu_kernels_all(&all);
     printf("%-12s %-5s %10s %10s %10s %10s\n", "variant", "dtype", "tg GB/s", "(cpu)", "pp GOP/s",
@@ -162,7 +167,7 @@ int main(int argc, char **argv) {
             if (!kt->gemm[t] || !dtype_wanted(t, want, nwant)) continue;
             size_t wb;
             double tgc, ppc;
-            int64_t k = 4096, nr = (int64_t)(tg_bytes / kiln_dtype_row_bytes(t, k)) / 8 * 8;
+            int64_t k = tg_k, nr = (int64_t)(tg_bytes / kiln_dtype_row_bytes(t, k)) / 8 * 8;
             double tg = time_gemm(kt, t, k, nr, 1, reps, &wb, &tgc);
             double gb = (double)wb * 1e-9;
             int64_t pk = 2048, pnr = strcmp(kt->name, "scalar") ? 2048 : 256, pnt = 128;
