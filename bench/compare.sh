@@ -51,7 +51,7 @@ if [ ! -x "$KILN" ]; then
 fi
 BIN_DIR=${LLAMA_BIN_DIR:-$(bash "$ROOT/scripts/llama_cpp.sh" --print-bin-dir)}
 for t in llama-bench llama-quantize; do
-  [ -x "$BIN_DIR/$t" ] || { log "$BIN_DIR/$t is missing: run scripts/llama_cpp.sh"; exit 1; }
+  [ -x "$BIN_DIR/$t" ] || { log "$BIN_DIR/$t is missing: ${LLAMA_BIN_DIR:+build it there, or unset LLAMA_BIN_DIR and }run scripts/llama_cpp.sh"; exit 1; }
 done
 mkdir -p "$DIR"
 WORK=$(mktemp -d)

@@ -141,8 +141,9 @@ static int run_machine(const char *cmd, int n_threads, long long mem_mib) {
 
 typedef struct {
     const char *path;
-    uint64_t size, params; /* weight bytes and elements */
-    char backend[256];     /* backends the nodes use, "cpu+ref" */
+    uint64_t size, params;   /* weight bytes and elements */
+    char backend[256];       /* backends the nodes use, "cpu+ref" */
+    const char *cpu_kernels; /* the cpu backend's kernel table, NULL if KILN_CPU names none here */
     const char *type_k, *type_v;
     int64_t ctx, vocab, prefill_max; /* the LLM limits (kiln_llm) */
 } model_info;
@@ -159,6 +160,7 @@ static void describe(const kiln_program *p, const kiln_llm *lm, model_info *mi) 
         mi->params += kiln_shape_elems(m->consts[i].ndim, m->consts[i].ne);
     }
     kiln_program_backends_used(p, -1, mi->backend, sizeof mi->backend);
+    mi->cpu_kernels = kiln_machine_cpu_table(); /* as kiln bench --machine names it */
     mi->type_k = mi->type_v = "?";
     for (int i = 0; i < m->n_states; i++) {
         if (!strncmp(m->states[i].name, "kv_cache.k.", 11))
@@ -297,11 +299,9 @@ static void print_result(int fmt, const model_info *mi, const result *r, int fir
         printf(",\n    \"model_size\": %llu,\n    \"model_n_params\": %llu,\n    \"backend\": ",
                (unsigned long long)mi->size, (unsigned long long)mi->params);
         json_str(mi->backend);
-        /* the cpu backend's kernel table (kiln bench --machine names it too) */
-        const char *table = kiln_machine_cpu_table();
         printf(",\n    \"cpu_kernels\": ");
-        if (table)
-            json_str(table);
+        if (mi->cpu_kernels)
+            json_str(mi->cpu_kernels);
         else
             printf("null");
         printf(",\n    \"n_threads\": %d,\n    \"type_k\": \"%s\",\n    \"type_v\": \"%s\",\n    "
